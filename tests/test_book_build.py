@@ -1,0 +1,44 @@
+"""The strict build command stops on a failing notebook (so a broken chapter cannot land)."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+
+
+def make_book(folder: Path, code: str) -> Path:
+    """A one-chapter book with the project's own _config.yml and a notebook running `code`."""
+    folder.mkdir()
+    shutil.copy(ROOT / "_config.yml", folder / "_config.yml")
+    (folder / "assets").symlink_to(ROOT / "assets")
+    (folder / "intro.md").write_text("# A test book\n")
+    (folder / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter"),
+                                               nbformat.v4.new_code_cell(code)])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, folder / "chapter.ipynb")
+    return folder
+
+
+def build(folder: Path) -> subprocess.CompletedProcess:
+    # The same flags as the Makefile's book target.
+    return subprocess.run([str(JUPYTER_BOOK), "build", "--all", "-W", "--keep-going", str(folder)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_working_notebook_builds(tmp_path):
+    result = build(make_book(tmp_path / "good", "print(6 * 7)"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "42" in (tmp_path / "good" / "_build" / "html" / "chapter.html").read_text()
+
+
+def test_a_failing_notebook_fails_the_build(tmp_path):
+    result = build(make_book(tmp_path / "bad", "raise ValueError('this chapter is broken')"))
+    assert result.returncode != 0, "a notebook that raises must make the strict build fail"
+    assert "Executing notebook failed" in result.stdout + result.stderr
+    reports = list((tmp_path / "bad" / "_build" / "html" / "reports").rglob("*.log"))
+    assert any("this chapter is broken" in report.read_text() for report in reports), "the traceback should be in the execution report"
