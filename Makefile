@@ -6,9 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.llmlab-installed
 
-.PHONY: book test env models assets browser benchmarks clean
+.PHONY: book test env models assets fonts figures browser benchmarks clean
 
-book: env models assets
+book: env models assets fonts figures
 	$(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 
@@ -33,6 +33,17 @@ models: env
 # MathJax, require.js and the widget manager from npm, so the built book needs no CDN.
 assets:
 	bash scripts/vendor_assets.sh
+
+# A CJK font, so that figures with Chinese labels render (Debian's fonts-noto-cjk).
+fonts:
+	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; \
+	  else echo "warning: no CJK font; Chinese labels in figures will show as boxes (sudo apt-get install fonts-noto-cjk)" >&2; fi; }
+
+# Diagrams: every script in figures/ writes its SVG into figures/generated/.
+figures: env
+	@mkdir -p figures/generated
+	@for script in figures/*.py; do [ -e "$$script" ] || continue; echo "figure: $$script"; $(PY) "$$script" || exit 1; done
 
 # Headless Chromium for the browser tests (Debian's package).
 browser:

@@ -1,0 +1,241 @@
+"""Checks for the attention exercises (chapters 5, 11 and 13).
+
+Each check calls the learner's function on hidden cases, compares with llmlab's reference and,
+when the answer matches a known wrong variant (computed here), names that mistake.
+Mask convention everywhere: a boolean tensor, True = this query may attend to this key.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from llmlab.exercises.core import Learner, Mistake, expect_tensor, generator
+
+OVERFLOW_HINT = ("exp() overflowed: e^1000 is inf in float32, and inf/inf is NaN. Subtract the maximum "
+                 "along `dim` before exp, x - x.max(dim, keepdim=True).values: the softmax does not change, "
+                 "and the largest exponent becomes e^0 = 1.")
+
+
+def check_softmax(fn: Learner) -> str:
+    """softmax(x, dim=-1): exp(x) / sum(exp(x)) along `dim`, stable for large inputs."""
+    from llmlab.attention import softmax as reference
+
+    g = generator(5)
+    cases = [
+        (torch.tensor([[1.0, 2.0, 3.0]]), -1),
+        (torch.randn(2, 3, 5, generator=g), -1),
+        (torch.randn(4, 6, generator=g), 0),
+        (torch.tensor([[0.5, float("-inf"), 2.0, 1.0]]), -1),   # a masked entry must get probability 0
+        (torch.tensor([[1000.0, 1001.0, 1002.0]]), -1),          # overflows without the max trick
+    ]
+    for x, dim in cases:
+        got = fn(x, dim, names=("x", "dim"))
+        other = 0 if dim != 0 else -1
+        expect_tensor(fn, got, reference(x, dim=dim), nonfinite_hint=OVERFLOW_HINT, mistakes=[
+            (f"your result is the softmax over dim={other}, not over dim={dim}: you normalised over the wrong "
+             "dimension. Take the max and the sum along the `dim` argument, with keepdim=True.",
+             torch.softmax(x, dim=other)),
+            ("your result is the softmax over dim=-2, not dim=-1: you normalised over the wrong dimension.",
+             torch.softmax(x, dim=-2) if x.dim() > 1 else x),
+            ("you returned exp(x) without dividing by the sum of the exponentials along `dim`.",
+             (x - x.max(dim, keepdim=True).values).exp()),
+            ("you returned exp(x) without dividing by the sum of the exponentials along `dim`.", x.exp()),
+            ("you divided by the sum over ALL elements; sum only along `dim` (x.sum(dim, keepdim=True)).",
+             x.exp() / x.exp().sum()),
+        ])
+    return "matches llmlab.attention.softmax on 5 hidden cases, including dim=0, a -inf entry and logits near 1000."
+
+
+def check_causal_mask(fn: Learner) -> str:
+    """causal_mask(T) -> bool (T, T), True where key j <= query i (each token sees itself and the past)."""
+    from llmlab.attention import causal_mask as reference
+
+    fn.error_hints = [("tril", "torch.tril(torch.ones(T, T, dtype=torch.bool)) builds the lower triangle.")]
+    for T in (1, 4, 7):
+        got = fn(T, names=("T",))
+        if isinstance(got, torch.Tensor) and got.is_floating_point() and torch.isinf(got).any():
+            raise Mistake(f"{fn.last_call} returned an additive float mask (0 and -inf). This exercise asks for "
+                          "the boolean mask: True where query i may attend to key j (j <= i), False elsewhere.")
+        ones = torch.ones(T, T, dtype=torch.bool)
+        expect_tensor(fn, got, reference(T), mistakes=[
+            ("your mask is the upper triangle: True above the diagonal lets each token attend to FUTURE tokens. "
+             "Row i is the query, column j the key; the allowed keys are j <= i (the lower triangle, torch.tril).",
+             torch.triu(ones)),
+            ("your mask has the right shape but the wrong side: True marks the future positions (what should be "
+             "blocked). In llmlab True means 'may attend', so the lower triangle with the diagonal must be True.",
+             torch.triu(ones, diagonal=1)),
+            ("the diagonal is missing: each token must be allowed to attend to itself (j == i). Use torch.tril "
+             "with diagonal=0, the default.", torch.tril(ones, diagonal=-1)),
+        ])
+    return "correct lower-triangular boolean masks for T = 1, 4 and 7."
+
+
+def _attention(q, k, v, mask=None, scale=None, softmax_dim=-1, invert_mask=False):
+    """Plain attention with switchable mistakes (used to recognise wrong answers)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale          # (..., Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(mask if invert_mask else ~mask, float("-inf"))
+    return torch.softmax(scores, dim=softmax_dim) @ v  # (..., Tq, dv)
+
+
+def check_sdpa(fn: Learner) -> str:
+    """attention(q, k, v, mask=None) -> out = softmax(q k^T / sqrt(d) + mask) v.
+
+    q (B, H, Tq, d), k (B, H, Tk, d), v (B, H, Tk, dv); mask bool (Tq, Tk), True = may attend.
+    Returning (out, weights) is accepted too.
+    """
+    from llmlab.attention import causal_mask, scaled_dot_product_attention as reference
+
+    g = generator(11)
+    cases = [
+        (torch.randn(1, 1, 3, 4, generator=g), torch.randn(1, 1, 3, 4, generator=g), torch.randn(1, 1, 3, 5, generator=g), None),
+        (torch.randn(2, 3, 5, 16, generator=g) * 2, torch.randn(2, 3, 5, 16, generator=g) * 2,
+         torch.randn(2, 3, 5, 6, generator=g), causal_mask(5)),
+        (torch.randn(1, 2, 1, 8, generator=g) * 2, torch.randn(1, 2, 6, 8, generator=g) * 2,
+         torch.randn(1, 2, 6, 8, generator=g), None),  # one query against six keys: a decode step
+    ]
+    fn.error_hints = [("must match the size", "check the shapes: scores = q @ k.transpose(-2, -1) has shape "
+                       "(..., Tq, Tk), and the output weights @ v has shape (..., Tq, dv).")]
+    for q, k, v, mask in cases:
+        got = fn(q, k, v, mask, names=("q", "k", "v", "mask"))
+        expected, expected_weights = reference(q, k, v, mask=mask)
+        if isinstance(got, tuple) and len(got) == 2:
+            got, weights = got
+            expect_tensor(fn, weights, expected_weights, what="the attention weights, second item returned")
+        d = q.shape[-1]
+        mistakes = [
+            (f"the scores were not scaled: divide q k^T by sqrt(d) = sqrt({d}) before the softmax (missing "
+             "1/sqrt(d) makes the softmax too peaked as d grows).", _attention(q, k, v, mask, scale=1.0)),
+            (f"you divided by d = {d}; the scale is 1/sqrt(d) = 1/{math.sqrt(d):.3g}.",
+             _attention(q, k, v, mask, scale=1.0 / d)),
+            ("the softmax ran over the wrong dimension (the queries, dim=-2). Each query's weights over the "
+             "keys must sum to 1: softmax over the last dim of the (Tq, Tk) scores.",
+             _attention(q, k, v, mask, softmax_dim=-2)),
+            ("you returned the attention weights; the output is weights @ v.",
+             torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1)),
+        ]
+        if mask is not None:
+            mistakes += [
+                ("the mask was not applied: positions where mask is False must get -inf before the softmax "
+                 "(scores.masked_fill(~mask, float('-inf'))).", _attention(q, k, v, None)),
+                ("the mask is on the wrong side: you blocked the positions where mask is True. True means 'may "
+                 "attend'; fill -inf where the mask is False (masked_fill(~mask, ...)).",
+                 _attention(q, k, v, mask, invert_mask=True)),
+            ]
+        expect_tensor(fn, got, expected, mistakes=mistakes, atol=1e-5, rtol=1e-4)
+    return "matches llmlab.attention.scaled_dot_product_attention without a mask, with a causal mask, and for one query."
+
+
+def check_gqa_repeat_kv(fn: Learner) -> str:
+    """repeat_kv(x, n_rep): (B, n_kv, T, hd) -> (B, n_kv * n_rep, T, hd), each KV head repeated n_rep
+    times in a row, so query head h uses KV head h // n_rep."""
+    from llmlab.attention import repeat_kv as reference
+
+    g = generator(3)
+    for shape, n_rep in [((1, 2, 3, 2), 3), ((2, 3, 4, 4), 2), ((1, 1, 5, 4), 4), ((1, 3, 2, 2), 1)]:
+        x = torch.randn(*shape, generator=g)
+        got = fn(x, n_rep, names=("x", "n_rep"))
+        expect_tensor(fn, got, reference(x, n_rep), mistakes=[
+            ("the heads are in the wrong order: you tiled the KV heads (kv0, kv1, kv0, kv1, ...), but query head h "
+             "belongs to KV head h // n_rep, so each KV head must be repeated n_rep times in a row "
+             "(kv0, kv0, kv1, kv1, ...): x.repeat_interleave(n_rep, dim=1), or x[:, :, None].expand(...).reshape(...).",
+             x.repeat(1, n_rep, 1, 1)),
+            ("you repeated along the time axis (dim 2); repeat the heads (dim 1).", x.repeat_interleave(n_rep, dim=2)),
+            ("you repeated along head_dim (the last axis); repeat the heads (dim 1).", x.repeat_interleave(n_rep, dim=-1)),
+        ])
+    return "repeats each KV head n_rep times in the right order for n_rep = 1, 2, 3 and 4 (MQA included)."
+
+
+def check_sliding_window_mask(fn: Learner) -> str:
+    """sliding_window_mask(T, window) -> bool (T, T): True where i - window < j <= i
+    (each query sees itself and the window - 1 tokens before it)."""
+    from llmlab.attention import sliding_window_mask as reference
+
+    for T, window in [(5, 2), (6, 3), (4, 1), (3, 5)]:
+        got = fn(T, window, names=("T", "window"))
+        i = torch.arange(T)[:, None]
+        j = torch.arange(T)[None, :]
+        expect_tensor(fn, got, reference(T, window), mistakes=[
+            ("one key too many: the window counts the query itself, so query i sees keys i - window + 1 .. i "
+             "(window keys in all), i.e. i - j < window, not i - j <= window.", (j <= i) & (i - j <= window)),
+            ("one key too few: query i must see window keys in all, itself included (i - j < window); "
+             "you stopped one short.", (j <= i) & (i - j < window - 1)),
+            ("the future is not masked: a sliding window in a decoder is still causal (j <= i); you allowed "
+             "keys on both sides of the query.", (i - j).abs() < window),
+            ("True and False are swapped: True means 'may attend'.", ~((j <= i) & (i - j < window))),
+        ])
+    return "correct sliding-window masks for four (T, window) pairs, including a window longer than T."
+
+
+def _online_softmax_variant(x, block, rescale=True):
+    """Running max m and running sum l over blocks; rescale=False forgets l *= exp(m_old - m_new)."""
+    m = torch.full(x.shape[:-1] + (1,), float("-inf"))
+    l = torch.zeros(x.shape[:-1] + (1,))
+    for s in range(0, x.shape[-1], block):
+        blk = x[..., s:s + block]
+        m_new = torch.maximum(m, blk.max(-1, keepdim=True).values)
+        old = l * torch.exp(m - m_new) if rescale else l
+        l = old + torch.exp(blk - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(x - m) / l
+
+
+def check_online_softmax(fn: Learner) -> str:
+    """online_softmax(x, block_size): softmax over the last dim, reading x in blocks of block_size
+    while keeping a running max and a running sum (FlashAttention's trick)."""
+    g = generator(7)
+    cases = [
+        (torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]), 2),   # the max grows at every block
+        (torch.randn(3, 10, generator=g) * 3, 4),            # last block is shorter
+        (torch.randn(2, 8, generator=g), 8),                 # one block
+        (torch.tensor([[1000.0, 999.0, 1002.0, 998.0]]), 1),  # overflows without the running max
+    ]
+    for x, block in cases:
+        got = fn(x, block, names=("x", "block_size"))
+        expect_tensor(fn, got, torch.softmax(x, dim=-1), nonfinite_hint=(
+            "exp() overflowed: keep a running maximum m and compute exp(x - m), never exp(x)."), mistakes=[
+            ("when a new block raises the running max from m_old to m_new, the running sum must be rescaled: "
+             "l = l * exp(m_old - m_new) + sum(exp(block - m_new)). You added the new block without rescaling "
+             "the old sum.", _online_softmax_variant(x, block, rescale=False)),
+            ("the running sum is rescaled in the wrong direction: multiply by exp(m_old - m_new) (a number <= 1), "
+             "not exp(m_new - m_old).", _online_rescale_wrong_way(x, block)),
+        ])
+    return "equals torch.softmax for blocks of 1, 2, 4 and 8, a short last block and values near 1000."
+
+
+def _online_rescale_wrong_way(x, block):
+    m = torch.full(x.shape[:-1] + (1,), float("-inf"))
+    l = torch.zeros(x.shape[:-1] + (1,))
+    for s in range(0, x.shape[-1], block):
+        blk = x[..., s:s + block]
+        m_new = torch.maximum(m, blk.max(-1, keepdim=True).values)
+        factor = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(m_new - m))
+        l = l * factor + torch.exp(blk - m_new).sum(-1, keepdim=True)
+        m = m_new
+    return torch.exp(x - m) / l
+
+
+def check_cross_attention(fn: Learner) -> str:
+    """cross_attention(x, memory, w_q, w_k, w_v): queries from the decoder states x (B, Tq, d), keys and
+    values from the encoder output memory (B, Tk, d); w_* are (d, d_head) matrices used as x @ w.
+    No mask: every decoder position may look at every encoder position."""
+    g = generator(13)
+    for B, Tq, Tk, d, dh in [(1, 3, 5, 4, 4), (2, 4, 6, 8, 8), (1, 3, 3, 6, 4)]:
+        x, memory = torch.randn(B, Tq, d, generator=g), torch.randn(B, Tk, d, generator=g)
+        w_q, w_k, w_v = (torch.randn(d, dh, generator=g) for _ in range(3))
+        got = fn(x, memory, w_q, w_k, w_v, names=("x", "memory", "w_q", "w_k", "w_v"))
+        q, k, v = x @ w_q, memory @ w_k, memory @ w_v   # (B, Tq, dh), (B, Tk, dh), (B, Tk, dh)
+        causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
+        expect_tensor(fn, got, _attention(q, k, v), mistakes=[
+            ("keys and values must come from the encoder output `memory`; you used the decoder states x "
+             "(that is self-attention).", _attention(q, x @ w_k, x @ w_v)),
+            ("the keys come from x instead of memory: in cross-attention both keys and values come from the "
+             "encoder output.", _attention(q, x @ w_k, v) if Tq == Tk else None),
+            ("cross-attention has no causal mask: the whole source sentence is known, so every decoder position "
+             "may look at every encoder position.", _attention(q, k, v, causal)),
+            (f"the scores were not scaled by 1/sqrt(d_head) = 1/sqrt({dh}).", _attention(q, k, v, scale=1.0)),
+            ("queries must come from the decoder states x, not from memory.", _attention(memory @ w_q, k, v)),
+        ])
+    return "queries from the decoder, keys and values from the encoder, unmasked and scaled: correct on 3 cases."

@@ -1,0 +1,58 @@
+"""Every automatically checked coding exercise: its id, chapter, title, the function the learner
+writes, and the check that grades it. A chapter's exercise cell ends with `check("<id>", <function>)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llmlab.exercises import (checks_attention as attn, checks_blocks as blocks, checks_generation as gen,
+                              checks_inspection as lens, checks_positions as pos, checks_tokens as tok,
+                              checks_training as train)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str          # what learners pass to check(), e.g. "softmax"
+    chapter: int     # the chapter whose exercise it is
+    title: str       # one line for the exercise list
+    signature: str   # the function the learner writes
+    check: Callable  # check(learner) -> success note; raises Mistake / NotAttempted
+
+
+EXERCISES = [
+    Exercise("greedy_next_token", 1, "Read the next token off the last position", "greedy_next_token(logits)", gen.check_greedy_next_token),
+    Exercise("bpe_pair_counts", 2, "Count adjacent token pairs", "bpe_pair_counts(ids)", tok.check_bpe_pair_counts),
+    Exercise("bpe_merge", 2, "Apply one BPE merge", "bpe_merge(ids, pair, new_id)", tok.check_bpe_merge),
+    Exercise("one_hot_embedding", 3, "Embedding lookup as one-hot times a matrix", "one_hot_embedding(ids, table)", tok.check_one_hot_embedding),
+    Exercise("cosine_similarity", 3, "All-pairs cosine similarity", "cosine_similarity(a, b)", tok.check_cosine_similarity),
+    Exercise("sinusoidal", 4, "The sinusoidal position table", "sinusoidal(T, d)", pos.check_sinusoidal),
+    Exercise("rope", 4, "Rotary position embedding (split halves)", "rope(x, base=10000.0)", pos.check_rope),
+    Exercise("softmax", 5, "A softmax that never overflows", "softmax(x, dim=-1)", attn.check_softmax),
+    Exercise("causal_mask", 5, "The causal mask", "causal_mask(T)", attn.check_causal_mask),
+    Exercise("sdpa", 5, "Scaled dot-product attention", "attention(q, k, v, mask=None)", attn.check_sdpa),
+    Exercise("gqa_repeat_kv", 5, "Share KV heads across query heads (GQA)", "repeat_kv(x, n_rep)", attn.check_gqa_repeat_kv),
+    Exercise("swiglu", 6, "The SwiGLU feed-forward network", "swiglu(x, w_gate, w_up, w_down)", blocks.check_swiglu),
+    Exercise("rms_norm", 7, "RMSNorm", "rms_norm(x, weight, eps=1e-6)", blocks.check_rms_norm),
+    Exercise("layer_norm", 7, "LayerNorm", "layer_norm(x, weight, bias, eps=1e-5)", blocks.check_layer_norm),
+    Exercise("prenorm_block", 8, "A pre-norm residual block", "prenorm_block(x, attn, mlp, norm1, norm2)", blocks.check_prenorm_block),
+    Exercise("temperature", 9, "Temperature", "temperature(logits, t)", gen.check_temperature),
+    Exercise("top_k", 9, "Top-k filtering", "top_k(logits, k)", gen.check_top_k),
+    Exercise("top_p", 9, "Top-p (nucleus) filtering", "top_p(logits, p)", gen.check_top_p),
+    Exercise("kv_decode_step", 10, "One decode step with a KV cache", "kv_decode_step(q, k_new, v_new, k_cache, v_cache)", gen.check_kv_decode_step),
+    Exercise("kv_cache_bytes", 10, "How big is the KV cache?", "kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2)", gen.check_kv_cache_bytes),
+    Exercise("online_softmax", 11, "Online softmax, block by block", "online_softmax(x, block_size)", attn.check_online_softmax),
+    Exercise("sliding_window_mask", 11, "The sliding-window mask", "sliding_window_mask(T, window)", attn.check_sliding_window_mask),
+    Exercise("cross_entropy_shifted", 12, "The next-token loss", "cross_entropy_shifted(logits, ids)", train.check_cross_entropy_shifted),
+    Exercise("cross_attention", 13, "Cross-attention", "cross_attention(x, memory, w_q, w_k, w_v)", attn.check_cross_attention),
+    Exercise("linear_cka", 14, "Linear CKA between two representations", "linear_cka(x, y)", lens.check_linear_cka),
+    Exercise("logit_lens", 15, "The logit lens", "logit_lens(resid, final_norm, unembed)", lens.check_logit_lens),
+    Exercise("steering_vector", 16, "A steering vector", "steering_vector(acts_pos, acts_neg)", lens.check_steering_vector),
+]
+
+BY_ID = {ex.id: ex for ex in EXERCISES}
+
+
+def list_exercises(chapter: int | None = None) -> list[Exercise]:
+    """All exercises, or those of one chapter."""
+    return [ex for ex in EXERCISES if chapter is None or ex.chapter == chapter]

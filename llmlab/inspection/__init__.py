@@ -1,0 +1,22 @@
+"""Looking inside a model: capture intermediates, read them (lens, similarity, neurons) and change
+them (ablation, patching, steering, Patchscopes). Everything runs on llmlab's hook points."""
+from llmlab.inspection.capture import (
+    ActivationCache, as_ids, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
+)
+from llmlab.inspection.embeddings import analogy, nearest_to_vector, nearest_tokens
+from llmlab.inspection.intervene import ablate, logit_difference, patch, patching_sweep
+from llmlab.inspection.lens import LensResult, logit_lens, unembed
+from llmlab.inspection.neurons import neuron_activations, top_activating_tokens
+from llmlab.inspection.patchscope import IDENTITY_TEMPLATE, PatchscopeResult, patchscope
+from llmlab.inspection.similarity import (
+    cka_matrix, cosine, cosine_matrix, layer_cka, layer_similarity, linear_cka, position_similarity,
+)
+from llmlab.inspection.steering import generate_steered, mean_resid, steer, steering_vector
+
+__all__ = [
+    "ActivationCache", "as_ids", "capture", "estimate_memory", "hook_names", "hooks", "select_names", "token_strings",
+    "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "logit_difference", "patch", "patching_sweep",
+    "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
+    "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
+    "linear_cka", "position_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
+]

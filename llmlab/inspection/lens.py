@@ -1,0 +1,122 @@
+"""The logit lens: read every layer's residual stream as if it were the last one.
+
+The model turns its final residual stream into next-token logits with `final_norm` and the LM
+head. Nothing stops us from applying the same two steps to the residual stream after block 3,
+or right after the embedding: the result says which token that layer "would predict" if the
+model stopped there. Watching the top token settle layer by layer is the logit lens.
+
+    lens = logit_lens(model, "The Eiffel Tower is in the city of", tokenizer, target=" Paris")
+    lens.top_tokens[-1][-1]        # the model's own top-5 at the last position
+    lens.first_layer(" Paris")     # first layer whose top-1 is " Paris"
+    LensView.from_lens(lens)       # the interactive table
+
+At the last layer the lens *is* the model's output (a test checks this), so every other row is
+the same readout applied earlier.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from llmlab.inspection.capture import as_ids, capture, token_strings
+
+
+def unembed(model, h: torch.Tensor) -> torch.Tensor:
+    """Residual stream (..., d) -> logits (..., vocab): final norm, LM head, any final soft-capping."""
+    if hasattr(model, "unembed"):
+        return model.unembed(h)
+    logits = model.lm_head(model.final_norm(h))
+    cap = model.config.final_logit_softcap
+    return logits if cap is None else cap * torch.tanh(logits / cap)
+
+
+@dataclasses.dataclass
+class LensResult:
+    tokens: list[str]               # the prompt's tokens, one per position shown
+    positions: list[int]            # which positions of the prompt they are
+    layer_labels: list[str]         # "embed", "layer 0", ..., "layer L-1" (one row each)
+    top_ids: torch.Tensor           # (L+1, P, k) most likely next-token ids at each layer/position
+    top_probs: torch.Tensor         # (L+1, P, k) their probabilities
+    top_tokens: list                # [L+1][P][k] the ids decoded
+    target: str | None = None       # the token we are tracking, if any
+    target_id: int | None = None
+    target_rank: torch.Tensor | None = None  # (L+1, P) rank of the target (0 = top-1)
+    target_prob: torch.Tensor | None = None  # (L+1, P) its probability
+
+    def first_layer(self, token: str | None = None, position: int = -1) -> int | None:
+        """Index of the first row (0 = embed, i + 1 = after block i) whose top-1 is `token`, or None."""
+        token = self.target if token is None else token
+        for row, tops in enumerate(self.top_tokens):
+            if tops[position][0] == token:
+                return row
+        return None
+
+    def column(self, position: int = -1) -> list[tuple[str, str, float]]:
+        """(layer label, top-1 token, probability) down one position."""
+        return [(label, self.top_tokens[row][position][0], float(self.top_probs[row, position, 0]))
+                for row, label in enumerate(self.layer_labels)]
+
+    def view(self, title=None):
+        from llmlab.visualization.views import LensView
+
+        return LensView.from_lens(self, title=title)
+
+    def __str__(self) -> str:
+        width = max(len(label) for label in self.layer_labels)
+        lines = []
+        for row, label in enumerate(self.layer_labels):
+            cells = [f"{self.top_tokens[row][p][0]!r:>12} {float(self.top_probs[row, p, 0]):.2f}"
+                     for p in range(len(self.positions))]
+            lines.append(f"{label:>{width}} | " + " | ".join(cells))
+        return "\n".join(lines)
+
+
+@torch.no_grad()
+def logit_lens(model, prompt, tokenizer, k: int = 5, target: str | int | None = None, positions=None,
+               cache=None) -> LensResult:
+    """Apply final norm + LM head to the residual stream after the embedding and after every block.
+
+    prompt   : text or ids (see capture); cache: reuse an ActivationCache of this prompt instead of running.
+    k        : how many top tokens to keep per cell.
+    target   : a token string (must be one token) or id whose rank is tracked in every cell.
+    positions: which positions to read (default all).
+    """
+    ids = as_ids(model, prompt, tokenizer)
+    T = ids.shape[1]
+    if cache is None:
+        _, cache = capture(model, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
+    positions = list(range(T)) if positions is None else [p % T for p in ([positions] if isinstance(positions, int) else positions)]
+    resid = cache.accumulated_resid()[:, 0, positions]  # (L+1, P, d)
+
+    target_id = None
+    if target is not None:
+        target_id = target if isinstance(target, int) else _single_token(tokenizer, target)
+    top_ids, top_probs, ranks, target_probs = [], [], [], []
+    for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
+        probs = torch.softmax(unembed(model, layer_resid).float(), dim=-1)  # (P, vocab)
+        p, i = probs.topk(k, dim=-1)  # (P, k)
+        top_probs.append(p.cpu())
+        top_ids.append(i.cpu())
+        if target_id is not None:
+            tp = probs[:, target_id]  # (P,)
+            ranks.append((probs > tp[:, None]).sum(-1).cpu())  # how many tokens beat the target
+            target_probs.append(tp.cpu())
+    top_ids = torch.stack(top_ids)  # (L+1, P, k)
+    top_tokens = [[[tokenizer.decode([int(t)]) for t in cell] for cell in row] for row in top_ids.tolist()]
+    labels = ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
+    prompt_tokens = token_strings(tokenizer, ids[0])
+    return LensResult(
+        tokens=[prompt_tokens[p] for p in positions], positions=positions, layer_labels=labels,
+        top_ids=top_ids, top_probs=torch.stack(top_probs), top_tokens=top_tokens,
+        target=None if target_id is None else tokenizer.decode([target_id]), target_id=target_id,
+        target_rank=torch.stack(ranks) if ranks else None, target_prob=torch.stack(target_probs) if ranks else None,
+    )
+
+
+def _single_token(tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(f"target {text!r} is {len(ids)} tokens {ids}; the lens tracks a single token. "
+                         "Try it with or without a leading space, or pass the token id.")
+    return ids[0]

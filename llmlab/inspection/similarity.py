@@ -1,0 +1,93 @@
+"""How alike are two representations? Cosine similarity and linear CKA.
+
+Cosine compares two vectors: the same word in two contexts, one position at two layers, one
+prompt in two models of the same width.
+
+>>> import torch
+>>> cosine(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]))
+tensor(0.7071)
+
+Linear CKA (centered kernel alignment) compares two *sets* of vectors for the same n inputs,
+X (n, d1) and Y (n, d2), even when d1 != d2 (two models of different widths). It asks whether
+the two sets have the same geometry: 1 when one is a rotation and rescaling of the other,
+near 0 when they are unrelated.
+
+>>> X = torch.randn(50, 8)
+>>> round(linear_cka(X, 3 * X).item(), 4)
+1.0
+"""
+from __future__ import annotations
+
+import torch
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Cosine similarity along `dim` (broadcasting): a . b / (|a| |b|)."""
+    a, b = a.double(), b.double()
+    value = (a * b).sum(dim) / (a.norm(dim=dim) * b.norm(dim=dim)).clamp_min(1e-12)
+    return value.float()
+
+
+def cosine_matrix(X: torch.Tensor, Y: torch.Tensor | None = None) -> torch.Tensor:
+    """All pairwise cosines: X (n, d), Y (m, d) -> (n, m). Y=None compares X with itself."""
+    Y = X if Y is None else Y
+    if X.shape[-1] != Y.shape[-1]:
+        raise ValueError(f"cosine needs vectors of the same width; got {X.shape[-1]} and {Y.shape[-1]}. "
+                         "To compare representations of different widths use linear_cka.")
+    Xn = X.double() / X.double().norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (n, d)
+    Yn = Y.double() / Y.double().norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (m, d)
+    return (Xn @ Yn.T).float()  # (n, m)
+
+
+def linear_cka(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+    """Linear CKA between X (n, d1) and Y (n, d2): rows are the same n inputs (tokens, prompts).
+
+    CKA = |Yc^T Xc|_F^2 / (|Xc^T Xc|_F |Yc^T Yc|_F), with Xc, Yc the column-centered matrices.
+    """
+    if X.dim() != 2 or Y.dim() != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"linear_cka needs X (n, d1) and Y (n, d2) with the same n rows (one per input); "
+                         f"got {tuple(X.shape)} and {tuple(Y.shape)}. Flatten (B, T, d) to (B*T, d) first.")
+    if X.shape[0] < 2:
+        raise ValueError("linear_cka needs at least 2 inputs (rows); centering one row leaves all zeros.")
+    Xc = X.double() - X.double().mean(0, keepdim=True)  # (n, d1)
+    Yc = Y.double() - Y.double().mean(0, keepdim=True)  # (n, d2)
+    cross = (Yc.T @ Xc).pow(2).sum()                      # |Yc^T Xc|_F^2, (d2, d1) summed
+    norm_x = (Xc.T @ Xc).pow(2).sum().sqrt()              # |Xc^T Xc|_F, (d1, d1) summed
+    norm_y = (Yc.T @ Yc).pow(2).sum().sqrt()              # |Yc^T Yc|_F, (d2, d2) summed
+    return (cross / (norm_x * norm_y).clamp_min(1e-30)).float()
+
+
+def cka_matrix(reps_a: list[torch.Tensor], reps_b: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """CKA between every pair: e.g. each layer of model A vs each layer of model B -> (len_a, len_b)."""
+    reps_b = reps_a if reps_b is None else reps_b
+    return torch.stack([torch.stack([linear_cka(a, b) for b in reps_b]) for a in reps_a])
+
+
+def _stack_layers(cache, batch: int = 0) -> torch.Tensor:
+    """Residual stream after the embedding and after every block: (n_layers + 1, T, d)."""
+    return cache.accumulated_resid()[:, batch]  # (L+1, T, d)
+
+
+def position_similarity(cache, layer: int, batch: int = 0) -> torch.Tensor:
+    """Cosine between every pair of positions at one layer's output (layer=-1: the embeddings): (T, T)."""
+    resid = _stack_layers(cache, batch)[layer + 1]  # (T, d)
+    return cosine_matrix(resid)
+
+
+def layer_similarity(cache, position: int = -1, batch: int = 0) -> torch.Tensor:
+    """Cosine between one position's residual vector at every pair of layers: (L+1, L+1)."""
+    resid = _stack_layers(cache, batch)[:, position]  # (L+1, d)
+    return cosine_matrix(resid)
+
+
+def layer_cka(cache_a, cache_b=None, batch: int = 0) -> torch.Tensor:
+    """CKA between every layer of one run and every layer of another (same tokens): (La+1, Lb+1).
+
+    The rows of each layer's representation are the T positions of the prompt.
+    """
+    a = _stack_layers(cache_a, batch)
+    b = a if cache_b is None else _stack_layers(cache_b, batch)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"The two runs have {a.shape[1]} and {b.shape[1]} positions; CKA needs the same inputs. "
+                         "Use the same tokenizer and prompt for both models.")
+    return cka_matrix(list(a), list(b))

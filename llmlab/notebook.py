@@ -1,0 +1,48 @@
+"""Small helpers for the book's notebooks: show llmlab's own source next to the text.
+
+>>> show_source(llmlab.attention.softmax)     # in a notebook: the function, highlighted
+"""
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+
+class SourceView:
+    """The source of one function or class, shown as a highlighted code block in Jupyter."""
+
+    def __init__(self, obj):
+        self.name = f"{obj.__module__}.{obj.__qualname__}"
+        self.file = inspect.getsourcefile(obj)
+        lines, self.first_line = inspect.getsourcelines(obj)
+        self.code = textwrap.dedent("".join(lines)).rstrip()
+
+    def _repr_markdown_(self) -> str:
+        module_path = self.name.rsplit(".", 1)[0].replace(".", "/") if "." in self.name else self.name
+        return f"`{self.name}` (from `{module_path}.py`, line {self.first_line}):\n\n```python\n{self.code}\n```"
+
+    def __repr__(self) -> str:
+        return f"# {self.name}\n{self.code}"
+
+
+def show_source(obj) -> SourceView:
+    """Return a view of `obj`'s source code; a notebook cell that ends with it displays it."""
+    return SourceView(obj)
+
+
+def use_book_style() -> None:
+    """Matplotlib defaults for the book: readable sizes, and a CJK font as fallback for Chinese labels.
+
+    Fonts that are not installed are skipped by matplotlib, so this is safe everywhere (in Colab,
+    Chinese labels show as boxes unless a CJK font such as fonts-noto-cjk is installed).
+    """
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({
+        "font.family": ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP"],
+        "figure.dpi": 100,
+        "savefig.dpi": 100,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "figure.figsize": (7, 3.5),
+    })

@@ -1,0 +1,192 @@
+"""The Tokenizer base class: what every tokenizer in llmlab shares.
+
+A subclass knows how to turn plain text into ids (``_encode_ordinary``) and which bytes each id
+stands for (``token_bytes``). Everything else lives here: special tokens, the BOS token,
+decoding, token spans for display, chat templates and saving.
+
+    text ──split on special/added tokens──> pieces ──_encode_ordinary──> ids
+    ids  ──token_bytes──> bytes ──UTF-8──> text
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import regex
+
+from llmlab.tokenization import chat
+
+SAVE_NAME = "llmlab_tokenizer.json"  # the file `save(dir)` writes and `load_tokenizer(dir)` reads
+
+
+class Tokenizer:
+    """Base class. Subclasses: ``ByteLevelBPE`` (GPT-2, SmolLM2, trained ones), ``SentencePieceBPE`` (Gemma).
+
+    special_tokens: str -> id, control tokens such as "<bos>" or "<|im_start|>". Whether they are
+        recognised inside user text is the ``allowed_special`` choice of ``encode``.
+    added_tokens: str -> id, ordinary tokens that are always matched whole before BPE runs
+        (Gemma's "\\n\\n" or "<b>"; none for GPT-2-style vocabularies).
+    """
+
+    def __init__(self, token_bytes: list, special_tokens: dict, added_tokens: dict | None = None,
+                 bos_token_id: int | None = None, eos_token_id: int | None = None,
+                 add_bos: bool = False, chat_template: str | None = None, system_prompt: str | None = None):
+        self.token_bytes = token_bytes            # id -> the bytes that token stands for
+        self.special_tokens = dict(special_tokens)
+        self.added_tokens = dict(added_tokens or {})
+        self.whole_tokens = {i: t for t, i in {**self.special_tokens, **self.added_tokens}.items()}  # id -> text
+        self.bos_token_id, self.eos_token_id = bos_token_id, eos_token_id
+        self.add_bos = add_bos                    # does encode(..., add_special_tokens=True) prepend BOS?
+        self.chat_template, self.system_prompt = chat_template, system_prompt
+        # Longest first: at one position the longest token wins ("<b>" must not cut "<bos>" short).
+        self._split_all = _alternation({**self.special_tokens, **self.added_tokens})
+        self._split_added = _alternation(self.added_tokens)
+        self._find_special = _alternation(self.special_tokens)
+
+    # ----- what subclasses provide -----
+    def _encode_ordinary(self, text: str) -> list:
+        """Ids for text that contains no special or added tokens."""
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        """Everything ``save`` writes (see ``load_tokenizer``)."""
+        raise NotImplementedError
+
+    # ----- encoding -----
+    @property
+    def vocab_size(self) -> int:
+        return len(self.token_bytes)
+
+    def encode(self, text: str, add_special_tokens: bool = True, allowed_special: str = "all") -> list:
+        """Text -> token ids.
+
+        add_special_tokens: prepend BOS if this tokenizer's model expects it (Gemma: yes, SmolLM2:
+            no), exactly like ``transformers``' ``tokenizer.encode``.
+        allowed_special: what to do with special-token strings such as "<bos>" inside ``text``:
+            "all" -> encode them as the special token (the default of ``transformers``),
+            "none" -> encode them as ordinary text ("<", "bos", ">"),
+            "raise" -> raise ValueError (safest for untrusted user text).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode() expects a str, got {type(text).__name__}. "
+                            "Decode bytes first (data.decode('utf-8')) or join a list of strings.")
+        ids = [self.bos_token_id] if add_special_tokens and self.add_bos else []
+        for piece, token_id in self._pieces(text, allowed_special):
+            ids.extend([token_id] if token_id is not None else self._encode_ordinary(piece))
+        return ids
+
+    def _pieces(self, text: str, allowed_special: str):
+        """Split on special/added tokens: yields (text, id) for a whole token, (text, None) between them."""
+        if allowed_special not in ("all", "none", "raise"):
+            raise ValueError(f"allowed_special must be 'all', 'none' or 'raise', got {allowed_special!r}.")
+        if allowed_special == "raise" and self._find_special and (m := self._find_special.search(text)):
+            raise ValueError(f"The text contains the special token {m.group()!r} at character {m.start()}. "
+                             "Pass allowed_special='all' to encode it as that token, or 'none' to encode it "
+                             "as plain text.")
+        splitter = self._split_all if allowed_special == "all" else self._split_added
+        start = 0
+        for m in (splitter.finditer(text) if splitter else ()):
+            if m.start() > start:
+                yield text[start:m.start()], None
+            token = m.group()
+            yield token, self.special_tokens.get(token, self.added_tokens.get(token))
+            start = m.end()
+        if start < len(text):
+            yield text[start:], None
+
+    # ----- decoding -----
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Token ids -> text. Accepts a list, a 1-D tensor or a numpy array.
+
+        Bytes that are not valid UTF-8 (for example half of an emoji when generation stopped
+        mid-character) become U+FFFD, the replacement character "\ufffd", so decode never fails
+        on a valid id.
+        """
+        return self.decode_bytes(ids, skip_special_tokens).decode("utf-8", errors="replace")
+
+    def decode_bytes(self, ids, skip_special_tokens: bool = False) -> bytes:
+        """Token ids -> the raw bytes they stand for."""
+        ids = self._check_ids(ids)
+        skip = set(self.special_tokens.values()) if skip_special_tokens else ()
+        return b"".join(self.token_bytes[i] for i in ids if i not in skip)
+
+    def _check_ids(self, ids) -> list:
+        if hasattr(ids, "tolist"):                # torch tensor / numpy array
+            ids = ids.tolist()
+        if isinstance(ids, int):
+            ids = [ids]
+        ids = list(ids)
+        for i in ids:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"decode() expects integer token ids, got {i!r} ({type(i).__name__}).")
+            if not 0 <= i < self.vocab_size:
+                raise ValueError(f"Token id {i} is outside the vocabulary: valid ids are 0..{self.vocab_size - 1} "
+                                 f"for this tokenizer. Was it produced by a different tokenizer or model?")
+        return ids
+
+    # ----- display -----
+    def id_to_token(self, token_id: int) -> str:
+        """A token as readable text (invalid UTF-8 shown as \ufffd)."""
+        return self.token_bytes[self._check_ids([token_id])[0]].decode("utf-8", errors="replace")
+
+    def tokens_with_spans(self, text: str, add_special_tokens: bool = False, allowed_special: str = "all",
+                          unit: str = "char") -> list:
+        """[(id, token text, (start, end)), ...] where text[start:end] is what the token covers.
+
+        >>> tok.tokens_with_spans("Hi there")                 # doctest: +SKIP  (SmolLM2)
+        [(11158, 'Hi', (0, 2)), (612, ' there', (2, 8))]
+
+        unit="byte" gives offsets into text.encode("utf-8") instead. A token that holds part of a
+        multi-byte character (byte-level BPE can split an emoji) gets the whole character's char span.
+        An added BOS gets the empty span (0, 0).
+        """
+        ids = self.encode(text, add_special_tokens=False, allowed_special=allowed_special)
+        char_of_byte = [i for i, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
+        char_of_byte.append(len(text))
+        out = [(self.bos_token_id, self.id_to_token(self.bos_token_id), (0, 0))] \
+            if add_special_tokens and self.add_bos else []
+        pos = 0
+        for i in ids:
+            end = pos + len(self.token_bytes[i])
+            span = (pos, end) if unit == "byte" else (char_of_byte[pos], char_of_byte[end - 1] + 1 if end > pos else char_of_byte[pos])
+            out.append((i, self.id_to_token(i), span))
+            pos = end
+        return out
+
+    # ----- chat -----
+    def apply_chat_template(self, messages: list, add_generation_prompt: bool = True, tokenize: bool = False):
+        """Render a conversation [{"role": "user", "content": "..."}, ...] in this model's chat format.
+
+        Returns the prompt text, or its ids with ``tokenize=True`` (no extra BOS is added: the
+        template already writes the one the model expects).
+        """
+        if self.chat_template is None:
+            raise ValueError("This tokenizer has no chat template (a base model or a tokenizer you trained). "
+                             f"Known templates: {sorted(chat.TEMPLATES)}; set tok.chat_template to one of them.")
+        text = chat.render(self.chat_template, messages, add_generation_prompt,
+                           bos_token=self.id_to_token(self.bos_token_id) if self.bos_token_id is not None else "",
+                           system_prompt=self.system_prompt)
+        return self.encode(text, add_special_tokens=False) if tokenize else text
+
+    # ----- saving -----
+    def save(self, directory: str) -> str:
+        """Write this tokenizer to ``directory/llmlab_tokenizer.json``; ``load_tokenizer(directory)`` reads it."""
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, SAVE_NAME)
+        common = dict(format="llmlab-tokenizer", version=1, special_tokens=self.special_tokens,
+                      added_tokens=self.added_tokens, bos_token_id=self.bos_token_id,
+                      eos_token_id=self.eos_token_id, add_bos=self.add_bos,
+                      chat_template=self.chat_template, system_prompt=self.system_prompt)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({**common, **self.to_dict()}, f, ensure_ascii=False)
+        return path
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}, special_tokens={len(self.special_tokens)})"
+
+
+def _alternation(tokens: dict):
+    """One regex matching any of ``tokens``, longest first; None when there are none."""
+    if not tokens:
+        return None
+    return regex.compile("|".join(regex.escape(t) for t in sorted(tokens, key=len, reverse=True)))

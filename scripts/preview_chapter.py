@@ -1,0 +1,67 @@
+"""Build one chapter alone, strictly, the way the book is built, and screenshot the page.
+
+    .venv/bin/python scripts/preview_chapter.py chapters/05_self_attention.ipynb [--out /tmp/preview]
+
+Prints the execution time and any warning, writes OUT/<chapter>.png (a full-page screenshot in
+headless Chromium) and leaves the built page in OUT/<chapter>/_build/html. The notebook in
+chapters/ is not modified. Used while writing a chapter; the real build is `make book`.
+"""
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("notebook")
+    parser.add_argument("--out", default="/tmp/preview")
+    parser.add_argument("--height", type=int, default=6000, help="screenshot height in pixels")
+    args = parser.parse_args()
+    notebook = Path(args.notebook).resolve()
+    book = Path(args.out) / notebook.stem
+    shutil.rmtree(book, ignore_errors=True)
+    (book / "chapters").mkdir(parents=True)
+    for name in ["_config.yml", "intro.md"]:
+        shutil.copy(ROOT / name, book / name)
+    for name in ["assets", "figures", "glossary"]:
+        if (ROOT / name).exists():
+            (book / name).symlink_to(ROOT / name)
+    shutil.copy(notebook, book / "chapters" / notebook.name)
+    (book / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: chapters/{notebook.stem}\n")
+    start = time.perf_counter()
+    result = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", "--all", "-W",
+                             "--keep-going", str(book)], capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    log = result.stdout + result.stderr
+    problems = [line for line in log.splitlines() if "WARNING" in line or "ERROR" in line or "Error" in line]
+    print(f"build of {notebook.name}: exit {result.returncode}, {elapsed:.1f} s (execution + rendering)")
+    for line in problems:
+        print("  ", line)
+    for report in (book / "_build" / "html" / "reports").rglob("*.log"):
+        print(report.read_text()[-4000:])
+    page = book / "_build" / "html" / "chapters" / f"{notebook.stem}.html"
+    if page.exists() and shutil.which("chromium"):
+        png = Path(args.out) / f"{notebook.stem}.png"
+        subprocess.run(["chromium", *CHROMIUM_FLAGS, "--virtual-time-budget=15000",
+                        f"--window-size=1100,{args.height}", f"--screenshot={png}", page.as_uri()],
+                       capture_output=True, timeout=180)
+        print(f"screenshot: {png}   page: {page}")
+        from PIL import Image  # matplotlib depends on Pillow
+
+        image = Image.open(png)
+        for i, top in enumerate(range(0, image.height, 2000)):
+            part = Path(args.out) / f"{notebook.stem}_part{i + 1}.png"
+            image.crop((0, top, image.width, min(top + 2000, image.height))).save(part)
+            print(f"  part {i + 1}: {part}")
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

