@@ -6,9 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.llmlab-installed
 
-.PHONY: book test env models assets fonts figures browser benchmarks clean
+.PHONY: book test env models assets fonts figures glossary browser benchmarks clean
 
-book: env models assets fonts figures
+book: env models assets fonts figures glossary
 	$(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 
@@ -44,6 +44,10 @@ fonts:
 figures: env
 	@mkdir -p figures/generated
 	@for script in figures/*.py; do [ -e "$$script" ] || continue; echo "figure: $$script"; $(PY) "$$script" || exit 1; done
+
+# The glossary page, from the per-chapter term lists in glossary/.
+glossary: env
+	$(PY) scripts/make_glossary.py
 
 # Headless Chromium for the browser tests (Debian's package).
 browser:

@@ -40,6 +40,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from llmlab.devices import get_device, get_dtype
 
@@ -269,8 +270,6 @@ def write_cache(folder: Path, config, state_dict: dict, tokenizer, source: Path)
 
 def load_cached(folder: Path):
     """Load a verified cache entry; raise CacheInvalid if anything does not check out."""
-    from safetensors.torch import load as load_safetensors
-
     from llmlab.config import ModelConfig
     from llmlab.tokenization import load_tokenizer
 
@@ -284,19 +283,23 @@ def load_cached(folder: Path):
         raise CacheInvalid("manifest lists no model.safetensors / config.json")
     contents = {}
     for rel, expected in manifest["files"].items():
+        path = folder / rel
         try:
-            data = (folder / rel).read_bytes()
+            size = path.stat().st_size
+            if size != expected["bytes"]:
+                raise CacheInvalid(f"{rel} has {size} bytes, expected {expected['bytes']} (truncated?)")
+            data = bytearray(size)  # writable, so the weight tensors can use this memory directly
+            with open(path, "rb") as f:
+                if f.readinto(data) != size:
+                    raise CacheInvalid(f"{rel} changed while being read")
         except OSError:
-            raise CacheInvalid(f"{rel} is missing") from None
-        if len(data) != expected["bytes"]:
-            raise CacheInvalid(f"{rel} has {len(data)} bytes, expected {expected['bytes']} (truncated?)")
+            raise CacheInvalid(f"{rel} is missing or unreadable") from None
         if _sha256(data) != expected["sha256"]:
             raise CacheInvalid(f"{rel} does not match its checksum (corrupt)")
-        if rel in ("config.json", "model.safetensors"):
-            contents[rel] = data
+        contents[rel] = data
     try:
         config = ModelConfig.from_dict(json.loads(contents["config.json"]))
-        state_dict = load_safetensors(contents["model.safetensors"])
+        state_dict = tensors_from_safetensors(contents["model.safetensors"])
         tokenizer = load_tokenizer(str(folder / "tokenizer"))
         model = build_model(config, state_dict)
     except Exception as error:  # e.g. written by another llmlab version: rebuilding is always safe
@@ -304,23 +307,65 @@ def load_cached(folder: Path):
     return model, tokenizer
 
 
-def build_model(config, state_dict: dict):
-    """An llmlab Transformer holding exactly these weights (strict: every tensor used, every shape equal).
+_SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool}
 
-    The model is first built on the "meta" device (shapes only, no memory): filling 100M+ random
-    numbers only to overwrite them costs seconds. assign=True then adopts the loaded tensors.
+
+def tensors_from_safetensors(buffer: bytearray) -> dict:
+    """The tensors of a .safetensors file already in memory, as views into that memory (no copy).
+
+    The format is simple: 8 bytes (little-endian) giving the header length n, then n bytes of JSON
+    ``{"name": {"dtype": "F32", "shape": [576], "data_offsets": [start, end]}, ...}``, then the raw
+    tensor bytes, offsets counted from the end of the header.
     """
+    n = int.from_bytes(buffer[:8], "little")
+    header = json.loads(bytes(buffer[8:8 + n]))
+    base = 8 + n
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, (start, end) = _SAFETENSORS_DTYPES[info["dtype"]], info["data_offsets"]
+        if end == start:
+            tensors[name] = torch.empty(info["shape"], dtype=dtype)
+            continue
+        flat = torch.frombuffer(buffer, dtype=dtype, count=(end - start) // dtype.itemsize, offset=base + start)
+        tensors[name] = flat.reshape(info["shape"])
+    return tensors
+
+
+class _SkipRandomInit(TorchFunctionMode):
+    """While active, building a model draws no random numbers: randn/rand return uninitialised
+    memory and in-place initialisers (uniform_, normal_, kaiming_uniform_, ...) do nothing.
+
+    Filling 100M+ parameters with random values only to overwrite them from the checkpoint
+    would take seconds; the strict load right after replaces every one of them.
+    """
+
+    FACTORIES = {torch.randn, torch.rand}
+    INITIALISERS = {"uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
+                    "xavier_uniform_", "xavier_normal_", "orthogonal_"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FACTORIES:
+            kwargs.pop("generator", None)
+            return torch.empty(*args, **kwargs)
+        if getattr(func, "__name__", None) in self.INITIALISERS:
+            return args[0] if args else kwargs.get("tensor")
+        return func(*args, **kwargs)
+
+
+def build_model(config, state_dict: dict):
+    """An llmlab Transformer holding exactly these weights (strict: every tensor used, every shape equal)."""
     from llmlab.model import Transformer
 
-    with torch.device("meta"):
+    with _SkipRandomInit():
         model = Transformer(config)
+    # assign=True adopts the loaded tensors instead of copying them into the fresh ones.
     model.load_state_dict(state_dict, strict=True, assign=True)
-    if config.tie_embeddings:  # assign=True gave the head its own Parameter: share the embedding's again
+    if config.tie_embeddings:  # assign gave the LM head its own Parameter object: share the embedding's again
         model.lm_head.weight = model.tok_embed.weight
-    if any(t.is_meta for t in [*model.parameters(), *model.buffers()]):
-        # Something computed in __init__ (a buffer) is not in the checkpoint: build it for real.
-        model = Transformer(config)
-        model.load_state_dict(state_dict, strict=True)
     return model
 
 

@@ -67,10 +67,12 @@ def test_missing_package_prints_install_command(monkeypatch, name):
 
 
 def test_hub_id_offline_gives_clear_error(monkeypatch, tmp_path):
-    hub = pytest.importorskip("huggingface_hub")
+    pytest.importorskip("huggingface_hub")
+    from huggingface_hub import constants
+
     # Make sure nothing touches the network, whatever machine this runs on, and that nothing is cached.
-    monkeypatch.setattr(hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     for repo in ["Qwen/Qwen2.5-0.5B", "gpt2"]:
         with pytest.raises(ConnectionError) as info:
             load(repo)
@@ -159,9 +161,17 @@ def test_warm_load_uses_cache_and_prints_time(smol_cache, tmp_path, monkeypatch,
 
 @needs_smol
 def test_local_gguf_path_uses_its_own_cache_entry(smol_cache, tmp_path, monkeypatch):
-    root, model, _ = smol_cache
+    root, model, tokenizer = smol_cache
     monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "moved"))
+    converted = []  # the conversion itself is the one the fixture ran; here we test the path form
+
+    def known_result(path, progress=True):
+        converted.append(os.path.realpath(path))
+        return model.config, model.state_dict(), tokenizer
+
+    monkeypatch.setattr(loading, "convert_gguf", known_result)
     loaded, _ = load(SMOL_GGUF)
+    assert converted == [os.path.realpath(SMOL_GGUF)]
     entry = _entry(tmp_path / "moved")
     assert entry.name.startswith("smollm2-135m-instruct.q4_1-")
     _assert_same_model(loaded, model)
@@ -195,7 +205,11 @@ def test_broken_cache_is_rebuilt_not_trusted(smol_cache, tmp_path, monkeypatch, 
     new_root, entry = _copy_cache(root, tmp_path, monkeypatch)
     _break(entry, how)
     conversions = []
-    real_convert = loading.convert_gguf
+    if how == "corrupt":  # one case goes through the real GGUF conversion again
+        real_convert = loading.convert_gguf
+    else:  # the others skip the conversion itself (tested above): hand back its known result
+        def real_convert(path, progress=True):
+            return model.config, model.state_dict(), smol_cache[2]
     monkeypatch.setattr(loading, "convert_gguf", lambda *a, **k: conversions.append(1) or real_convert(*a, **k))
 
     with pytest.warns(UserWarning, match="rebuilding"):
@@ -223,3 +237,51 @@ def test_device_and_dtype(smol_cache, tmp_path, monkeypatch):
         assert logits.shape == (1, ids.shape[1], 49152) and torch.isfinite(logits.float()).all()
     with pytest.raises(ValueError, match="Unknown dtype"):
         load("smollm2-135m", dtype="float8")
+
+
+# ----------------------------------------------------------------------------- local Hugging Face directories
+
+def _tiny_hf_directory(folder, tie):
+    """A tiny random Llama saved the way the hub stores checkpoints, with a byte-level BPE tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(["the cat sat on the mat", "hello world, hello llmlab"] * 20, trainer)
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=128, tie_word_embeddings=tie)
+    reference = transformers.LlamaForCausalLM(config).eval()
+    reference.save_pretrained(str(folder), safe_serialization=True)
+    return reference, tok
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_local_hf_directory(tmp_path, tie):
+    reference, hf_tok = _tiny_hf_directory(tmp_path / "tiny-llama", tie)
+    model, tokenizer = load(str(tmp_path / "tiny-llama"))
+    text = "hello the cat"
+    assert tokenizer.encode(text) == hf_tok.encode(text).ids
+    ids = torch.tensor([tokenizer.encode(text)])
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids), reference(ids).logits, atol=1e-5, rtol=0)
+    assert (model.lm_head.weight is model.tok_embed.weight) == tie
+
+
+def test_local_directory_errors(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load(str(empty))
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="no \\*.safetensors"):
+        load(str(empty))
+    (empty / "model.safetensors").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
+        load(str(empty))

@@ -121,7 +121,7 @@ def test_lens_view_hover_shows_top_k_and_target_rank(tmp_path):
     assert "layer 0 · position 1" in text and "[pinned]" in text
     assert "1. \u2423Rome" in text and "2. \u2423Paris" in text
     assert 'target "\u2423Paris": rank 2, p = 0.3000' in text
-    assert result.dom.count("llmlab-target") == 1     # only the cell where the target is top-1
+    assert result.dom.count("llmlab-cell llmlab-target") == 1     # only the cell where the target is top-1
 
 
 def test_tokens_view_hover_and_click(tmp_path):
@@ -178,7 +178,7 @@ def test_filtered_probs_matches_sampling_functions():
 
 
 class CharTokenizer:
-    """a..z and space, one id each: enough to drive the widgets with a tiny random model."""
+    """a..z and space, one id each (other ids decode as <id>): enough to drive a tiny random model."""
 
     alphabet = " abcdefghijklmnopqrstuvwxyz"
 
@@ -186,7 +186,7 @@ class CharTokenizer:
         return [self.alphabet.index(c) for c in text.lower() if c in self.alphabet]
 
     def decode(self, ids):
-        return "".join(self.alphabet[i] for i in ids)
+        return "".join(self.alphabet[i] if i < len(self.alphabet) else f"<{i}>" for i in ids)
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def check_causal_mask(fn: Learner) -> str:
     from llmlab.attention import causal_mask as reference
 
     fn.error_hints = [("tril", "torch.tril(torch.ones(T, T, dtype=torch.bool)) builds the lower triangle.")]
-    for T in (1, 4, 7):
+    for T in (4, 1, 7):
         got = fn(T, names=("T",))
         if isinstance(got, torch.Tensor) and got.is_floating_point() and torch.isinf(got).any():
             raise Mistake(f"{fn.last_call} returned an additive float mask (0 and -inf). This exercise asks for "

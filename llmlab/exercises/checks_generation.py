@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.exercises.core import Learner, Mistake, expect_equal, expect_tensor, generator
+from llmlab.exercises.core import Learner, Mistake, expect_equal, expect_tensor, generator, maybe
 
 
 def check_greedy_next_token(fn: Learner) -> str:
@@ -127,9 +127,10 @@ def check_top_p(fn: Learner) -> str:
              _top_p_variant(logits, p, "one_too_few")),
             ("one token too many: stop as soon as the total reaches p (compare the cumulative sum before the "
              "token with < p, not <= p).", _top_p_variant(logits, p, "one_too_many")),
-            ("the cumulative sum must run over PROBABILITIES sorted from the most likely token down "
-             "(softmax, then sort descending), not over raw logits or in ascending order.",
-             _top_p_variant(logits, p, "ascending")),
+            ("the cumulative sum must run from the most likely token down (sort descending); you summed "
+             "from the least likely one.", _top_p_variant(logits, p, "ascending")),
+            ("nothing was removed. The cumulative sum must run over PROBABILITIES (softmax first, then sort "
+             "descending and cumsum); sums of raw logits are not probabilities and never reach p.", logits),
             ("removed tokens must be set to -inf, not 0 (a 0 logit still has probability e^0 / Z).",
              torch.where(expected == float("-inf"), torch.zeros_like(logits), logits)),
         ])
@@ -145,6 +146,8 @@ def check_kv_decode_step(fn: Learner) -> str:
     from llmlab.attention import scaled_dot_product_attention
 
     g = generator(47)
+    fn.error_hints = [("Sizes of tensors must match except in dimension 3",
+                       "append along the time axis, dim 2 of (B, H, T, hd): torch.cat((k_cache, k_new), dim=2).")]
     B, H, hd = 2, 3, 8
     k_cache, v_cache = torch.zeros(B, H, 0, hd), torch.zeros(B, H, 0, hd)
     seeded = torch.randn(B, H, 3, hd, generator=g), torch.randn(B, H, 3, hd, generator=g)
@@ -160,11 +163,11 @@ def check_kv_decode_step(fn: Learner) -> str:
                           "(out, k_cache, v_cache) with the new key and value appended to the caches.")
         out, new_k, new_v = got
         expect_tensor(fn, new_k, k_all, what="the returned k_cache", mistakes=[
-            ("append along the time axis (dim 2 of (B, H, T, hd)), not the last one.", torch.cat((k_cache, k_new), -1)),
+            ("append along the time axis (dim 2 of (B, H, T, hd)), not the last one.", maybe(lambda: torch.cat((k_cache, k_new), -1))),
             ("the new key goes at the END of the cache (the newest position is last).", torch.cat((k_new, k_cache), 2)),
         ])
         expect_tensor(fn, new_v, v_all, what="the returned v_cache", mistakes=[
-            ("append v_new to v_cache along the time axis (dim 2).", torch.cat((v_cache, v_new), -1)),
+            ("append v_new to v_cache along the time axis (dim 2).", maybe(lambda: torch.cat((v_cache, v_new), -1))),
         ])
         mistakes = [
             (f"the scores were not scaled by 1/sqrt(head_dim) = 1/sqrt({hd}).",

@@ -173,6 +173,8 @@ def describe(value, name: str | None = None) -> str:
     """A short readable description: small tensors are printed, big ones by shape and dtype."""
     prefix = f"{name} = " if name else ""
     if isinstance(value, torch.Tensor):
+        if value.numel() == 0:
+            return f"{prefix}an empty tensor of shape {tuple(value.shape)}"
         if value.numel() <= 12:
             with torch.no_grad():
                 shown = _tensor_str(value)
@@ -318,8 +320,10 @@ def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) 
     if expected.dtype == torch.bool or not expected.is_floating_point():
         return got.to(expected.dtype) == expected
     got, expected = got.double(), expected.double()
-    same = got == expected  # covers -inf == -inf
-    return same | ((got - expected).abs() <= atol + rtol * expected.abs())
+    same = (got == expected) | (got.isnan() & expected.isnan())  # -inf == -inf; NaN matches NaN
+    finite = torch.isfinite(got) & torch.isfinite(expected)
+    near = (got - expected).abs() <= atol + rtol * expected.abs()
+    return same | (finite & near)
 
 
 def _match_mistake(got, expected, mistakes, atol, rtol) -> str:
@@ -346,8 +350,9 @@ def _difference(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
         return f"  expected: {_tensor_str(expected)}\n  got:      {_tensor_str(got)}"
     wrong = ~_close(got, expected, atol, rtol)
     where = tuple(int(i) for i in wrong.nonzero()[0])
+    show = (lambda t: str(t[where].item())) if not expected.is_floating_point() else (lambda t: _num(float(t[where])))
     lines = [f"  {int(wrong.sum())} of {wrong.numel()} values differ; first at index {where}: "
-             f"expected {_num(float(expected[where]))}, got {_num(float(got[where]))}."]
+             f"expected {show(expected)}, got {show(got)}."]
     if expected.is_floating_point():
         finite = torch.isfinite(expected) & torch.isfinite(got)
         if finite.any():
@@ -371,6 +376,14 @@ def expect_equal(learner: Learner, got, expected, *, mistakes: list | tuple = ()
                       f"{type(expected).__name__}: {describe(expected)}." + (f"\nHint: {hint}" if hint else ""))
     raise Mistake(f"{context} returned wrong values.\n  expected: {describe(expected)}\n  got:      {describe(got)}"
                   + (f"\nHint: {hint}" if hint else ""))
+
+
+def maybe(make):
+    """make() or None if it fails: for wrong variants that only exist for some input shapes."""
+    try:
+        return make()
+    except Exception:
+        return None
 
 
 def generator(seed: int) -> torch.Generator:

@@ -21,12 +21,13 @@ import re
 import torch
 
 from llmlab.hooks import HookPoint
+from llmlab.model import check_ids
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 
 
 def hook_names(model) -> list[str]:
-    """Names of all hook points in the model, in the order the forward pass meets them."""
+    """Names of all hook points in the model (in the order the modules were created)."""
     return [name for name, module in model.named_modules() if isinstance(module, HookPoint)]
 
 
@@ -50,7 +51,7 @@ def select_names(model, names=None, layers=None) -> list[str]:
                 raise KeyError(f"No hook point matches {pattern!r}. Hook names look like 'hook_embed', "
                                f"'blocks.0.hook_resid_post', 'blocks.0.attn.hook_pattern'; see hook_names(model).")
             chosen += [h for h in hits if h not in chosen]
-        chosen = [n for n in available if n in chosen]  # forward order
+        chosen = [n for n in available if n in chosen]
     if layers is not None:
         n_layers = model.config.n_layers
         keep = set()
@@ -217,14 +218,10 @@ def as_ids(model, prompt, tokenizer=None) -> torch.Tensor:
             raise ValueError("A text prompt needs a tokenizer: capture(model, 'text', tokenizer=tok), "
                              "or pass token ids instead.")
         prompt = list(tokenizer.encode(prompt))
-    ids = torch.as_tensor(prompt, dtype=torch.long, device=device)
+    ids = torch.as_tensor(prompt, device=device)
     if ids.dim() == 1:
         ids = ids[None]  # (1, T)
-    if ids.dim() != 2 or ids.shape[1] == 0:
-        raise ValueError(f"Expected token ids of shape (T,) or (B, T) with T >= 1, got {tuple(ids.shape)}.")
-    if int(ids.max()) >= model.config.vocab_size or int(ids.min()) < 0:
-        raise ValueError(f"Token ids must lie in [0, {model.config.vocab_size}); got min {int(ids.min())}, "
-                         f"max {int(ids.max())}. Was the prompt encoded with this model's tokenizer?")
+    check_ids(ids, model)  # the model's own checks: integer ids, 2-D, non-empty, inside the vocabulary
     return ids
 
 

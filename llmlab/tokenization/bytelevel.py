@@ -42,10 +42,16 @@ def spell(data: bytes) -> str:
     return "".join(BYTE_TO_CHAR[b] for b in data)
 
 
+_UNSPELL = str.maketrans({c: chr(b) for b, c in BYTE_TO_CHAR.items()})   # "Ġ" -> "\x20", for speed
+
+
 def unspell(token: str) -> bytes:
     """The inverse of ``spell``: unspell("Ġthe") == b" the". A character outside the alphabet
     (some files store a few tokens as plain text) stands for its own UTF-8 bytes."""
-    return b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8") for c in token)
+    try:
+        return token.translate(_UNSPELL).encode("latin-1")      # every char is now one byte value
+    except UnicodeEncodeError:
+        return b"".join(bytes([CHAR_TO_BYTE[c]]) if c in CHAR_TO_BYTE else c.encode("utf-8") for c in token)
 
 
 class ByteLevelBPE(Tokenizer):
@@ -64,11 +70,12 @@ class ByteLevelBPE(Tokenizer):
         self.patterns = resolve_patterns(patterns)
         self.merges = [tuple(pair) for pair in merges]
         id_of_bytes = {b: i for i, b in enumerate(self.token_bytes) if i not in self.whole_tokens}
-        missing = [b for b in range(256) if bytes([b]) not in id_of_bytes]
-        if missing:
-            raise ValueError(f"A byte-level vocabulary needs a token for each of the 256 bytes; "
-                             f"{len(missing)} are missing (first: byte {missing[0]}). Is this a byte-level BPE file?")
-        self.byte_ids = [id_of_bytes[bytes([b])] for b in range(256)]   # byte value -> starting token id
+        # byte value -> starting token id. SmolLM2 has no token for 21 bytes (rare control characters
+        # and bytes that never occur in UTF-8); like the reference `tokenizers`, such bytes are dropped.
+        self.byte_ids = [id_of_bytes.get(bytes([b])) for b in range(256)]
+        if sum(i is None for i in self.byte_ids[ord("!"):ord("~") + 1]):
+            raise ValueError("A byte-level vocabulary needs a token for every byte (at least every printable "
+                             "ASCII byte); this one lacks some. Is this a byte-level BPE file?")
         self.ranks = {}                                                    # (left, right) -> (rank, new id)
         for rank, (a, b) in enumerate(self.merges):
             joined = self.token_bytes[a] + self.token_bytes[b]
@@ -81,7 +88,7 @@ class ByteLevelBPE(Tokenizer):
     def _encode_ordinary(self, text: str) -> list:
         """Pre-split, then BPE inside each chunk.
 
-        >>> tok._encode_ordinary("Hello world")               # doctest: +SKIP  (SmolLM2)
+        >>> tok._encode_ordinary("Hello world")  # SmolLM2   # doctest: +SKIP
         [19556, 905]
         """
         ids = []
@@ -96,7 +103,8 @@ class ByteLevelBPE(Tokenizer):
 
     def encode_chunk(self, chunk: str) -> list:
         """BPE on one pre-split chunk: its bytes, then the learned merges, earliest first."""
-        return apply_merges([self.byte_ids[b] for b in chunk.encode("utf-8")], self.ranks.get)
+        byte_ids = [self.byte_ids[b] for b in chunk.encode("utf-8")]
+        return apply_merges([i for i in byte_ids if i is not None], self.ranks.get)
 
     def id_to_piece(self, token_id: int) -> str:
         """The token as the vocabulary file spells it ("Ġthe")."""

@@ -11,19 +11,17 @@ Three differences from byte-level BPE:
    first. For Gemma the priority is the token id (a lower id merges earlier); this is how
    ``transformers`` rebuilds Gemma's merges from a GGUF file, which carries none.
 
->>> # with Gemma 3's vocabulary                              doctest: +SKIP
->>> [tok.id_to_piece(i) for i in tok.encode("Hello world", add_special_tokens=False)]
+With Gemma 3's vocabulary:
+
+>>> [tok.id_to_piece(i) for i in tok.encode("Hello world", add_special_tokens=False)]  # doctest: +SKIP
 ['Hello', '▁world']
 """
 from __future__ import annotations
-
-import re
 
 from llmlab.tokenization.base import Tokenizer
 from llmlab.tokenization.bpe import apply_merges
 
 SPACE = "\u2581"                                  # "▁", SentencePiece's visible space
-BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 
 
 class SentencePieceBPE(Tokenizer):
@@ -38,29 +36,27 @@ class SentencePieceBPE(Tokenizer):
     def __init__(self, pieces: list, special_tokens: dict | None = None, ranks: list | None = None,
                  merges: list | None = None, **kwargs):
         self.pieces = list(pieces)
-        whole = {i: t for t, i in {**(special_tokens or {}), **(kwargs.get("added_tokens") or {})}.items()}
-        super().__init__([self._piece_bytes(i, p, whole) for i, p in enumerate(self.pieces)],
-                         special_tokens or {}, **kwargs)
-        self.piece_to_id = {p: i for i, p in enumerate(self.pieces)}
+        self.piece_to_id = dict(zip(self.pieces, range(len(self.pieces))))
         try:
             self.byte_ids = [self.piece_to_id[f"<0x{b:02X}>"] for b in range(256)]
         except KeyError as missing:
             raise ValueError(f"A SentencePiece vocabulary with byte fallback needs the 256 pieces <0x00>..<0xFF>; "
                              f"{missing} is missing.") from None
+        # What each piece stands for: "▁the" -> b" the", "<0x0A>" -> b"\n", special/added: their text.
+        joined = "\0".join(self.pieces)               # one pass over all pieces instead of 262k small ones
+        token_bytes = joined.replace(SPACE, " ").encode("utf-8").split(b"\0")
+        if len(token_bytes) != len(self.pieces):       # some piece contains a NUL: do it one by one
+            token_bytes = [p.replace(SPACE, " ").encode("utf-8") for p in self.pieces]
+        for b, i in enumerate(self.byte_ids):
+            token_bytes[i] = bytes([b])
+        for t, i in {**(special_tokens or {}), **(kwargs.get("added_tokens") or {})}.items():
+            token_bytes[i] = t.encode("utf-8")
+        super().__init__(token_bytes, special_tokens or {}, **kwargs)
         self.ranks = list(ranks) if ranks is not None else None
         self.merges = [tuple(m) for m in merges] if merges is not None else None
         if self.merges is not None:
             self._explicit = {(a, b): (rank, self.piece_to_id[self.pieces[a] + self.pieces[b]])
                               for rank, (a, b) in reversed(list(enumerate(self.merges)))}
-
-    @staticmethod
-    def _piece_bytes(i: int, piece: str, whole: dict) -> bytes:
-        """What a piece stands for: "▁the" -> b" the", "<0x0A>" -> b"\\n", "<bos>" -> b"<bos>"."""
-        if i in whole:
-            return whole[i].encode("utf-8")
-        if m := BYTE_PIECE.match(piece):
-            return bytes([int(m.group(1), 16)])
-        return piece.replace(SPACE, " ").encode("utf-8")
 
     def _encode_ordinary(self, text: str) -> list:
         """Spaces -> "▁", characters -> pieces (or byte pieces), then merges."""

@@ -81,9 +81,9 @@ def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), ver
     Returns a tokenizer whose ``merge_history`` lists every ``MergeStep`` in order. Training stops
     early if the corpus runs out of pairs. Ties go to the smallest pair (deterministic).
 
-    >>> tok = train_bpe("aaabdaaabac", 256 + 3, pattern=r".+")
-    >>> [(s.pair, s.new_id, s.count) for s in tok.merge_history]
-    [((97, 97), 256, 4), ((256, 97), 257, 2), ((257, 98), 258, 2)]
+    >>> tok = train_bpe("aaabdaaabac", 256 + 3, pattern=r".+")   # one chunk; 97 = "a", 98 = "b"
+    >>> [(s.pair, s.new_id, s.count) for s in tok.merge_history]   # "aa", then "ab", then "aaab"
+    [((97, 97), 256, 4), ((97, 98), 257, 2), ((256, 257), 258, 2)]
     """
     special_tokens = list(special_tokens)
     n_merges = _check(text, vocab_size, special_tokens)
@@ -105,18 +105,25 @@ def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), ver
         if not heap:
             break                                 # no pairs left: every chunk is a single token
         count, pair = -heap[0][0], heap[0][1]
+        a, b = pair
         changed = set()
         for w in where.pop(pair):
             word, freq = words[w], freqs[w]
             new_word = merge(word, pair, new_id)
             if len(new_word) == len(word):
                 continue                          # stale index entry: the pair left this chunk earlier
-            for p in zip(word, word[1:]):         # take the chunk's old pairs out of the counts...
-                counts[p] -= freq
-                changed.add(p)
-            for p in zip(new_word, new_word[1:]):  # ...and put its new pairs in
+            # Only pairs touching a, b or the new token can change: take the chunk's old ones out
+            # of the counts and put its new ones in.
+            for p in zip(word, word[1:]):
+                if a in p or b in p:
+                    counts[p] -= freq
+                    changed.add(p)
+            for p in zip(new_word, new_word[1:]):
+                if new_id in p:
+                    where[p].add(w)
+                elif not (a in p or b in p):
+                    continue
                 counts[p] = counts.get(p, 0) + freq
-                where[p].add(w)
                 changed.add(p)
             words[w] = new_word
         for p in changed:

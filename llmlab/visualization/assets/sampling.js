@@ -12,7 +12,7 @@ window.llmlab.views.sampling = function (root, data) {
   }
   function slider(name, min, max, step, value) {
     var input = L.el('input', {type: 'range', min: min, max: max, step: step, value: value, 'data-name': name});
-    var shown = L.el('span', {'class': 'llmlab-bar-value'});
+    var shown = L.el('span', {'class': 'llmlab-slider-value'});
     input.addEventListener('input', function () { state[name] = parseFloat(input.value); paint(); });
     var label = L.labelled(name, input);
     label.appendChild(shown);

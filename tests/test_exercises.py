@@ -1,0 +1,743 @@
+"""The exercise checks: every registered exercise accepts a correct learner solution (written here
+the way a learner would, independently of llmlab's reference), rejects typical wrong solutions with
+a message that names the mistake, and turns broken code into feedback instead of a crash."""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llmlab.exercises import EXERCISES, CheckResult, check
+
+# ------------------------------------------------------------------ learner-style solutions, right and wrong
+# Ch. 1
+
+
+def greedy_next_token(logits):
+    return logits[:, -1, :].argmax(dim=-1)
+
+
+def greedy_first_position(logits):
+    return logits[:, 0, :].argmax(dim=-1)
+
+
+def greedy_every_position(logits):
+    return logits.argmax(dim=-1)
+
+
+# Ch. 2
+
+def pair_counts(ids):
+    counts = {}
+    for a, b in zip(ids, ids[1:]):
+        counts[(a, b)] = counts.get((a, b), 0) + 1
+    return counts
+
+
+def pair_counts_skip_last(ids):
+    counts = {}
+    for i in range(len(ids) - 2):
+        counts[(ids[i], ids[i + 1])] = counts.get((ids[i], ids[i + 1]), 0) + 1
+    return counts
+
+
+def pair_counts_set(ids):
+    return {pair: 1 for pair in zip(ids, ids[1:])}
+
+
+def bpe_merge(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i < len(ids) - 1 and (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def bpe_merge_step_one(ids, pair, new_id):
+    out = []
+    for i in range(len(ids)):
+        out.append(new_id if i < len(ids) - 1 and (ids[i], ids[i + 1]) == tuple(pair) else ids[i])
+    return out
+
+
+def bpe_merge_drop_last(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids) - 1:
+        if (ids[i], ids[i + 1]) == tuple(pair):
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+# Ch. 3
+
+def one_hot_embedding(ids, table):
+    return F.one_hot(ids, num_classes=table.shape[0]).float() @ table
+
+
+def one_hot_only(ids, table):
+    return F.one_hot(ids, num_classes=table.shape[0]).float()
+
+
+def one_hot_too_few_classes(ids, table):
+    return F.one_hot(ids).float() @ table
+
+
+def cosine_similarity(a, b):
+    a = a / a.norm(dim=1, keepdim=True)
+    b = b / b.norm(dim=1, keepdim=True)
+    return a @ b.T
+
+
+def cosine_dot_only(a, b):
+    return a @ b.T
+
+
+def cosine_wrong_dim(a, b):
+    return (a / a.norm(dim=0, keepdim=True)) @ (b / b.norm(dim=0, keepdim=True)).T
+
+
+# Ch. 4
+
+def sinusoidal(T, d):
+    pe = torch.zeros(T, d)
+    for pos in range(T):
+        for i in range(0, d, 2):
+            angle = pos / 10000 ** (i / d)
+            pe[pos, i] = math.sin(angle)
+            pe[pos, i + 1] = math.cos(angle)
+    return pe
+
+
+def sinusoidal_concat(T, d):
+    pos = torch.arange(T)[:, None].float()
+    angle = pos / 10000 ** (torch.arange(0, d, 2) / d)
+    return torch.cat([angle.sin(), angle.cos()], dim=1)
+
+
+def sinusoidal_swapped(T, d):
+    pe = sinusoidal(T, d)
+    return torch.stack([pe[:, 1::2], pe[:, 0::2]], dim=-1).reshape(T, d)
+
+
+def rope(x, base=10000.0):
+    T, hd = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, hd, 2).float() / hd)
+    angle = torch.arange(T).float()[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+def rope_interleaved(x, base=10000.0):
+    T, hd = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, hd, 2).float() / hd)
+    angle = torch.arange(T).float()[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+def rope_wrong_direction(x, base=10000.0):
+    T, hd = x.shape[-2], x.shape[-1]
+    theta = base ** (-torch.arange(0, hd, 2).float() / hd)
+    angle = torch.arange(T).float()[:, None] * theta
+    cos, sin = angle.cos(), angle.sin()
+    x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+    return torch.cat([x1 * cos + x2 * sin, -x1 * sin + x2 * cos], dim=-1)
+
+
+# Ch. 5
+
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.max(dim=dim, keepdim=True).values)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_no_max(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_last_dim_only(x, dim=-1):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def causal_mask(T):
+    return torch.tril(torch.ones(T, T)).bool()
+
+
+def causal_mask_upper(T):
+    return torch.triu(torch.ones(T, T)).bool()
+
+
+def causal_mask_blocked_true(T):
+    return torch.triu(torch.ones(T, T), diagonal=1).bool()
+
+
+def causal_mask_no_diagonal(T):
+    return torch.tril(torch.ones(T, T), diagonal=-1).bool()
+
+
+def attention(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def attention_no_scale(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def attention_mask_wrong_side(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def attention_softmax_dim(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-2) @ v
+
+
+def attention_with_weights(q, k, v, mask=None):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1)
+    return w @ v, w
+
+
+def repeat_kv(x, n_rep):
+    return torch.repeat_interleave(x, n_rep, dim=1)
+
+
+def repeat_kv_tiled(x, n_rep):
+    return x.repeat(1, n_rep, 1, 1)
+
+
+def repeat_kv_time(x, n_rep):
+    return torch.repeat_interleave(x, n_rep, dim=2)
+
+
+# Ch. 6
+
+def swiglu(x, w_gate, w_up, w_down):
+    return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down
+
+
+def swiglu_swapped(x, w_gate, w_up, w_down):
+    return ((x @ w_gate) * F.silu(x @ w_up)) @ w_down
+
+
+def swiglu_gelu(x, w_gate, w_up, w_down):
+    return (F.gelu(x @ w_gate) * (x @ w_up)) @ w_down
+
+
+# Ch. 7
+
+def rms_norm(x, weight, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+def rms_norm_centred(x, weight, eps=1e-6):
+    x = x - x.mean(dim=-1, keepdim=True)
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps) * weight
+
+
+def rms_norm_eps_outside(x, weight, eps=1e-6):
+    return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + eps) * weight
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def layer_norm_unbiased(x, weight, bias, eps=1e-5):
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight + bias
+
+
+def layer_norm_no_mean(x, weight, bias, eps=1e-5):
+    return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * weight + bias
+
+
+# Ch. 8
+
+def prenorm_block(x, attn, mlp, norm1, norm2):
+    h = x + attn(norm1(x))
+    return h + mlp(norm2(h))
+
+
+def postnorm_block(x, attn, mlp, norm1, norm2):
+    h = norm1(x + attn(x))
+    return norm2(h + mlp(h))
+
+
+def block_no_residual(x, attn, mlp, norm1, norm2):
+    return mlp(norm2(attn(norm1(x))))
+
+
+# Ch. 9
+
+def temperature(logits, t):
+    return torch.softmax(logits / t, dim=-1)
+
+
+def temperature_times(logits, t):
+    return torch.softmax(logits * t, dim=-1)
+
+
+def temperature_after_softmax(logits, t):
+    return torch.softmax(logits, dim=-1) / t
+
+
+def top_k(logits, k):
+    values, _ = torch.topk(logits, k)
+    return torch.where(logits >= values[..., -1:], logits, torch.tensor(float("-inf")))
+
+
+def top_k_zero(logits, k):
+    values, _ = torch.topk(logits, k)
+    return torch.where(logits >= values[..., -1:], logits, torch.tensor(0.0))
+
+
+def top_k_strict(logits, k):
+    values, _ = torch.topk(logits, k)
+    return torch.where(logits > values[..., -1:], logits, torch.tensor(float("-inf")))
+
+
+def top_p(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, idx = torch.sort(probs, descending=True, dim=-1)
+    before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+    remove_sorted = before >= p
+    remove = torch.zeros_like(remove_sorted).scatter(-1, idx, remove_sorted)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def top_p_one_too_few(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, idx = torch.sort(probs, descending=True, dim=-1)
+    remove_sorted = torch.cumsum(sorted_probs, dim=-1) > p
+    remove = torch.zeros_like(remove_sorted).scatter(-1, idx, remove_sorted)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def top_p_logits_cumsum(logits, p):
+    sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
+    remove_sorted = torch.cumsum(sorted_logits, dim=-1) - sorted_logits >= p
+    remove = torch.zeros_like(remove_sorted).scatter(-1, idx, remove_sorted)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+# Ch. 10
+
+def kv_decode_step(q, k_new, v_new, k_cache, v_cache):
+    k_cache = torch.cat([k_cache, k_new], dim=2)
+    v_cache = torch.cat([v_cache, v_new], dim=2)
+    w = torch.softmax(q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return w @ v_cache, k_cache, v_cache
+
+
+def kv_decode_attend_before_append(q, k_new, v_new, k_cache, v_cache):
+    if k_cache.shape[2] == 0:
+        out = v_new
+    else:
+        w = torch.softmax(q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+        out = w @ v_cache
+    return out, torch.cat([k_cache, k_new], dim=2), torch.cat([v_cache, v_new], dim=2)
+
+
+def kv_decode_wrong_axis(q, k_new, v_new, k_cache, v_cache):
+    k_cache = torch.cat([k_cache, k_new], dim=-1)
+    v_cache = torch.cat([v_cache, v_new], dim=-1)
+    return q, k_cache, v_cache
+
+
+def kv_decode_tril_mask(q, k_new, v_new, k_cache, v_cache):
+    k_cache = torch.cat([k_cache, k_new], dim=2)
+    v_cache = torch.cat([v_cache, v_new], dim=2)
+    scores = q @ k_cache.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(scores.shape[-2], scores.shape[-1]).tril().bool()
+    w = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return w @ v_cache, k_cache, v_cache
+
+
+def kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return 2 * n_layers * n_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
+
+
+def kv_cache_bytes_no_two(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return n_layers * n_kv_heads * head_dim * seq_len * batch_size * bytes_per_value
+
+
+def kv_cache_bytes_query_heads(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2):
+    return 2 * n_layers * n_heads * head_dim * seq_len * batch_size * bytes_per_value
+
+
+# Ch. 11
+
+def online_softmax(x, block_size):
+    m = torch.full(x.shape[:-1] + (1,), float("-inf"))
+    s = torch.zeros(x.shape[:-1] + (1,))
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start:start + block_size]
+        m_new = torch.maximum(m, block.max(dim=-1, keepdim=True).values)
+        s = s * torch.exp(m - m_new) + torch.exp(block - m_new).sum(dim=-1, keepdim=True)
+        m = m_new
+    return torch.exp(x - m) / s
+
+
+def online_softmax_no_rescale(x, block_size):
+    m = torch.full(x.shape[:-1] + (1,), float("-inf"))
+    s = torch.zeros(x.shape[:-1] + (1,))
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start:start + block_size]
+        m = torch.maximum(m, block.max(dim=-1, keepdim=True).values)
+        s = s + torch.exp(block - m).sum(dim=-1, keepdim=True)
+    return torch.exp(x - m) / s
+
+
+def online_softmax_no_max(x, block_size):
+    s = torch.zeros(x.shape[:-1] + (1,))
+    for start in range(0, x.shape[-1], block_size):
+        s = s + torch.exp(x[..., start:start + block_size]).sum(dim=-1, keepdim=True)
+    return torch.exp(x) / s
+
+
+def sliding_window_mask(T, window):
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    return (j <= i) & (i - j < window)
+
+
+def sliding_window_one_too_many(T, window):
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    return (j <= i) & (i - j <= window)
+
+
+def sliding_window_not_causal(T, window):
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    return (i - j).abs() < window
+
+
+# Ch. 12
+
+def cross_entropy_shifted(logits, ids):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, V), ids[:, 1:].reshape(-1))
+
+
+def cross_entropy_unshifted(logits, ids):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+
+
+def cross_entropy_wrong_shift(logits, ids):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits[:, 1:].reshape(-1, V), ids[:, :-1].reshape(-1))
+
+
+# Ch. 13
+
+def cross_attention(x, memory, w_q, w_k, w_v):
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def cross_attention_self(x, memory, w_q, w_k, w_v):
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+
+def cross_attention_causal(x, memory, w_q, w_k, w_v):
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.ones(scores.shape[-2:]).tril().bool()
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
+# Ch. 14
+
+def linear_cka(x, y):
+    x = x - x.mean(dim=0)
+    y = y - y.mean(dim=0)
+    return (y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())
+
+
+def linear_cka_uncentred(x, y):
+    return (y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())
+
+
+def linear_cka_rows(x, y):
+    x = x - x.mean(dim=1, keepdim=True)
+    y = y - y.mean(dim=1, keepdim=True)
+    return (y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())
+
+
+# Ch. 15
+
+def logit_lens(resid, final_norm, unembed):
+    return unembed(final_norm(resid))
+
+
+def logit_lens_no_norm(resid, final_norm, unembed):
+    return unembed(resid)
+
+
+def logit_lens_probs(resid, final_norm, unembed):
+    return torch.softmax(unembed(final_norm(resid)), dim=-1)
+
+
+# Ch. 16
+
+def steering_vector(acts_pos, acts_neg):
+    return acts_pos.mean(dim=0) - acts_neg.mean(dim=0)
+
+
+def steering_vector_reversed(acts_pos, acts_neg):
+    return acts_neg.mean(dim=0) - acts_pos.mean(dim=0)
+
+
+def steering_vector_sums(acts_pos, acts_neg):
+    return acts_pos.sum(dim=0) - acts_neg.sum(dim=0)
+
+
+RIGHT = {
+    "greedy_next_token": greedy_next_token, "bpe_pair_counts": pair_counts, "bpe_merge": bpe_merge,
+    "one_hot_embedding": one_hot_embedding, "cosine_similarity": cosine_similarity, "sinusoidal": sinusoidal,
+    "rope": rope, "softmax": softmax, "causal_mask": causal_mask, "sdpa": attention, "gqa_repeat_kv": repeat_kv,
+    "swiglu": swiglu, "rms_norm": rms_norm, "layer_norm": layer_norm, "prenorm_block": prenorm_block,
+    "temperature": temperature, "top_k": top_k, "top_p": top_p, "kv_decode_step": kv_decode_step,
+    "kv_cache_bytes": kv_cache_bytes, "online_softmax": online_softmax, "sliding_window_mask": sliding_window_mask,
+    "cross_entropy_shifted": cross_entropy_shifted, "cross_attention": cross_attention, "linear_cka": linear_cka,
+    "logit_lens": logit_lens, "steering_vector": steering_vector,
+}
+
+# (exercise, wrong solution, words the feedback must contain)
+WRONG = [
+    ("greedy_next_token", greedy_first_position, ["FIRST position", "last position"]),
+    ("greedy_next_token", greedy_every_position, ["every position"]),
+    ("bpe_pair_counts", pair_counts_skip_last, ["last pair is missing"]),
+    ("bpe_pair_counts", pair_counts_set, ["how OFTEN"]),
+    ("bpe_merge", bpe_merge_step_one, ["skip BOTH tokens"]),
+    ("bpe_merge", bpe_merge_drop_last, ["last token is missing"]),
+    ("one_hot_embedding", one_hot_only, ["one-hot vectors themselves"]),
+    ("one_hot_embedding", one_hot_too_few_classes, ["num_classes=table.shape[0]"]),
+    ("cosine_similarity", cosine_dot_only, ["not normalised", "dot product"]),
+    ("cosine_similarity", cosine_wrong_dim, ["wrong dimension"]),
+    ("sinusoidal", sinusoidal_concat, ["interleaves"]),
+    ("sinusoidal", sinusoidal_swapped, ["sin and cos are swapped"]),
+    ("rope", rope_interleaved, ["interleaved", "split halves"]),
+    ("rope", rope_wrong_direction, ["wrong way"]),
+    ("softmax", softmax_no_max, ["overflowed", "maximum"]),
+    ("softmax", softmax_last_dim_only, ["wrong dimension"]),
+    ("causal_mask", causal_mask_upper, ["upper triangle", "FUTURE"]),
+    ("causal_mask", causal_mask_blocked_true, ["wrong side"]),
+    ("causal_mask", causal_mask_no_diagonal, ["diagonal is missing"]),
+    ("sdpa", attention_no_scale, ["sqrt(d)"]),
+    ("sdpa", attention_mask_wrong_side, ["mask is on the wrong side"]),
+    ("sdpa", attention_softmax_dim, ["wrong dimension"]),
+    ("gqa_repeat_kv", repeat_kv_tiled, ["wrong order", "repeat_interleave"]),
+    ("gqa_repeat_kv", repeat_kv_time, ["time axis"]),
+    ("swiglu", swiglu_swapped, ["wrong branch"]),
+    ("swiglu", swiglu_gelu, ["GeGLU"]),
+    ("rms_norm", rms_norm_centred, ["subtracted the mean", "LayerNorm"]),
+    ("rms_norm", rms_norm_eps_outside, ["inside the square root"]),
+    ("layer_norm", layer_norm_unbiased, ["unbiased", "unbiased=False"]),
+    ("layer_norm", layer_norm_no_mean, ["mean was not subtracted"]),
+    ("prenorm_block", postnorm_block, ["post-norm"]),
+    ("prenorm_block", block_no_residual, ["residual connections are missing"]),
+    ("temperature", temperature_times, ["multiplied by the temperature"]),
+    ("temperature", temperature_after_softmax, ["BEFORE the softmax"]),
+    ("top_k", top_k_zero, ["-inf, not 0"]),
+    ("top_k", top_k_strict, ["one token too few"]),
+    ("top_p", top_p_one_too_few, ["one token too few"]),
+    ("top_p", top_p_logits_cumsum, ["PROBABILITIES"]),
+    ("kv_decode_step", kv_decode_attend_before_append, ["only to the old cache"]),
+    ("kv_decode_step", kv_decode_wrong_axis, ["time axis"]),
+    ("kv_decode_step", kv_decode_tril_mask, ["keeps only the FIRST key"]),
+    ("kv_cache_bytes", kv_cache_bytes_no_two, ["factor 2"]),
+    ("kv_cache_bytes", kv_cache_bytes_query_heads, ["n_kv_heads"]),
+    ("online_softmax", online_softmax_no_rescale, ["rescaled"]),
+    ("online_softmax", online_softmax_no_max, ["overflowed", "running maximum"]),
+    ("sliding_window_mask", sliding_window_one_too_many, ["one key too many"]),
+    ("sliding_window_mask", sliding_window_not_causal, ["still causal"]),
+    ("cross_entropy_shifted", cross_entropy_unshifted, ["not shifted"]),
+    ("cross_entropy_shifted", cross_entropy_wrong_shift, ["shifted the wrong way"]),
+    ("cross_attention", cross_attention_self, ["encoder output", "self-attention"]),
+    ("cross_attention", cross_attention_causal, ["no causal mask"]),
+    ("linear_cka", linear_cka_uncentred, ["not centred"]),
+    ("linear_cka", linear_cka_rows, ["centre each COLUMN"]),
+    ("logit_lens", logit_lens_no_norm, ["final norm is missing"]),
+    ("logit_lens", logit_lens_probs, ["probabilities"]),
+    ("steering_vector", steering_vector_reversed, ["sign is reversed"]),
+    ("steering_vector", steering_vector_sums, ["summed instead of averaging"]),
+]
+
+
+def test_registry_is_complete_and_spread_over_the_chapters():
+    ids = [ex.id for ex in EXERCISES]
+    assert len(ids) == len(set(ids)), "duplicate exercise ids"
+    assert set(ids) == set(RIGHT), "every registered exercise needs a right solution in this test"
+    assert {wrong[0] for wrong in WRONG} == set(ids), "every exercise needs wrong solutions in this test"
+    for ex_id in ids:
+        assert sum(1 for w in WRONG if w[0] == ex_id) >= 2, f"{ex_id}: fewer than two wrong solutions tested"
+    assert {ex.chapter for ex in EXERCISES} >= set(range(2, 17)), "each of chapters 2-16 needs an exercise"
+    for must in ["softmax", "causal_mask", "sdpa", "rope", "rms_norm", "bpe_merge", "kv_decode_step", "top_p"]:
+        assert must in ids
+
+
+@pytest.mark.parametrize("exercise", sorted(RIGHT))
+def test_right_solution_passes(exercise):
+    result = check(exercise, RIGHT[exercise], quiet=True)
+    assert result.passed, result.message
+    assert result.status == "pass" and bool(result) is True
+
+
+@pytest.mark.parametrize("exercise, fn, words", WRONG, ids=[f"{e}-{f.__name__}" for e, f, _ in WRONG])
+def test_wrong_solution_fails_and_names_the_mistake(exercise, fn, words):
+    result = check(exercise, fn, quiet=True)
+    assert result.status == "fail", result.message
+    for word in words:
+        assert word in result.message, f"{word!r} missing from feedback:\n{result.message}"
+
+
+def test_sdpa_accepts_output_and_weights():
+    assert check("sdpa", attention_with_weights, quiet=True).passed
+
+
+def test_messages_say_input_expected_and_got():
+    def bad_causal(T):
+        return torch.ones(T, T, dtype=torch.bool)
+    message = check("causal_mask", bad_causal, quiet=True).message
+    assert "bad_causal(T = 4)" in message and "expected:" not in message  # (T, T) with T=4 shown by shape
+    message = check("rms_norm", lambda x, w, eps: x * 2, quiet=True).message
+    assert "expected:" in message and "got:" in message and "tensor([[1., 2., 3., 4.]])" in message
+
+
+# ------------------------------------------------------------------ broken code becomes feedback
+
+
+def test_exception_becomes_feedback_with_the_line():
+    def softmax_raises(x, dim=-1):
+        return x / 0 + undefined_name  # noqa: F821
+    result = check("softmax", softmax_raises, quiet=True)
+    assert result.status == "fail"
+    assert "NameError" in result.message and "undefined_name" in result.message
+    assert "line" in result.message
+
+
+def test_wrong_type_wrong_shape_and_nan_become_feedback():
+    result = check("softmax", lambda x, dim=-1: x.tolist(), quiet=True)
+    assert result.status == "fail" and "list" in result.message
+    result = check("softmax", lambda x, dim=-1: x.numpy(), quiet=True)
+    assert "numpy" in result.message or "ndarray" in result.message
+    result = check("softmax", lambda x, dim=-1: x.sum(dim), quiet=True)
+    assert result.status == "fail" and "shape" in result.message
+    result = check("softmax", lambda x, dim=-1: x * float("nan"), quiet=True)
+    assert result.status == "fail" and "nan" in result.message
+    result = check("causal_mask", lambda T: torch.ones(T, T).tril(), quiet=True)
+    assert result.status == "fail" and "bool" in result.message
+    result = check("causal_mask", lambda T: torch.full((T, T), float("-inf")).triu(1), quiet=True)
+    assert "additive" in result.message
+    result = check("kv_decode_step", lambda *a: a[0], quiet=True)
+    assert result.status == "fail" and "tuple of three" in result.message
+
+
+def test_infinite_loop_is_stopped_by_the_time_limit():
+    def forever(x, dim=-1):
+        while True:
+            pass
+
+    def stubborn(x, dim=-1):
+        while True:
+            try:
+                while True:
+                    pass
+            except Exception:  # a learner's catch-all does not swallow the time limit
+                pass
+    for fn in (forever, stubborn):
+        start = time.perf_counter()
+        result = check("softmax", fn, time_limit=0.5, quiet=True)
+        assert time.perf_counter() - start < 5
+        assert result.status == "fail" and "did not return within 0.5 s" in result.message
+
+
+def test_infinite_loop_is_stopped_outside_the_main_thread():
+    def forever(x, dim=-1):
+        i = 0
+        while True:
+            i += 1
+    box = {}
+    worker = threading.Thread(target=lambda: box.setdefault("r", check("softmax", forever, time_limit=0.5, quiet=True)))
+    start = time.perf_counter()
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and time.perf_counter() - start < 5
+    assert "did not return within" in box["r"].message
+
+
+def test_not_implemented_is_not_attempted():
+    def stub(x, dim=-1):
+        raise NotImplementedError("Exercise softmax: write your solution here")
+    result = check("softmax", stub, quiet=True)
+    assert result.status == "not-attempted" and not result.passed
+    assert "NotImplementedError" in result.message
+
+
+def test_author_mistakes_are_feedback_too():
+    assert check("softmaxx", softmax, quiet=True).status == "error"
+    result = check("softmax", softmax(torch.ones(3)), quiet=True)
+    assert result.status == "fail" and "without calling it" in result.message
+
+
+def test_inputs_are_not_shared_with_the_learner():
+    def in_place(x, dim=-1):
+        x -= x.max(dim, keepdim=True).values
+        x.exp_()
+        return x / x.sum(dim, keepdim=True)
+    assert check("softmax", in_place, quiet=True).passed
+
+
+def test_display_text_and_html(capsys):
+    result = check("softmax", softmax)
+    assert "[PASSED] softmax" in capsys.readouterr().out
+    html = result._repr_html_()
+    assert "Passed" in html and "<pre" in html
+    fail = CheckResult("x", "fail", "a <b> & c")
+    assert "a &lt;b&gt; &amp; c" in fail._repr_html_()
+
+
+def test_grade_report_lines(tmp_path, monkeypatch):
+    report = tmp_path / "report.jsonl"
+    monkeypatch.setenv("LLMLAB_GRADE_REPORT", str(report))
+    check("softmax", softmax, quiet=True)
+    check("causal_mask", causal_mask_upper, quiet=True)
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [(r["exercise"], r["passed"], r["status"]) for r in lines] == [
+        ("softmax", True, "pass"), ("causal_mask", False, "fail")]
+    assert "upper triangle" in lines[1]["message"]

@@ -1,0 +1,320 @@
+"""Each stage on its own: worked examples, and the teaching functions against torch's own kernels."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from llmlab import ModelConfig, Transformer, available_devices
+from llmlab.attention import (Attention, attention_weights, causal_mask, padding_mask, repeat_kv,
+                              scaled_dot_product_attention, sliding_window_mask, softmax)
+from llmlab.embedding import TokenEmbedding, embed_tokens
+from llmlab.ffn import gelu, relu, silu
+from llmlab.kvcache import GrowingKVCache, StaticKVCache
+from llmlab.norms import LayerNorm, RMSNorm, layer_norm, rms_norm
+from llmlab.positions import (alibi_bias, alibi_slopes, apply_rope, rope_cos_sin, rope_inv_freq, rotate_half,
+                              sinusoidal_encoding)
+from llmlab.seq2seq import DecoderBlock, EncoderBlock
+
+DEVICES = available_devices()
+
+
+# ---------------------------------------------------------------- softmax and masks
+
+def test_softmax_worked_example_and_vs_torch():
+    assert torch.allclose(softmax(torch.tensor([0.0, math.log(3.0)])), torch.tensor([0.25, 0.75]))
+    x = torch.randn(4, 7) * 30  # large values: the max-subtraction must keep it finite
+    assert torch.allclose(softmax(x), torch.softmax(x, -1), atol=1e-6)
+    assert torch.allclose(softmax(x, dim=0), torch.softmax(x, 0), atol=1e-6)
+
+
+def test_masks_worked_examples():
+    assert causal_mask(3).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert sliding_window_mask(4, 2).int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0], [0, 0, 1, 1]]
+    assert torch.equal(sliding_window_mask(5, 5), causal_mask(5))  # a window as long as the text = causal
+    pm = padding_mask(torch.tensor([[0, 1, 1]]))
+    assert pm.shape == (1, 1, 1, 3) and pm.flatten().tolist() == [False, True, True]
+
+
+def test_teaching_attention_matches_torch_sdpa():
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 2, 5, 8).unbind(0)
+    out, w = scaled_dot_product_attention(q, k, v, mask=causal_mask(5))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert torch.allclose(out, ref, atol=1e-6)
+    assert torch.allclose(w.sum(-1), torch.ones(2, 2, 5))
+    assert (w[..., 0, 1:] == 0).all()  # the first token can only see itself
+
+
+def test_repeat_kv_is_repeat_interleave():
+    x = torch.randn(2, 3, 4, 5)
+    assert torch.equal(repeat_kv(x, 3), x.repeat_interleave(3, dim=1))
+
+
+# ---------------------------------------------------------------- positions
+
+def test_rope_rotation_worked_example():
+    cos, sin = rope_cos_sin(3, 2, base=10000.0)  # head_dim 2: one pair, angle = position radians
+    assert torch.allclose(cos[:, 0], torch.cos(torch.arange(3.0)))
+    x = torch.tensor([[1.0, 0.0]] * 3)
+    y = apply_rope(x, cos, sin)
+    assert torch.allclose(y[1], torch.tensor([math.cos(1.0), math.sin(1.0)]))
+    assert torch.equal(rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([-3.0, -4.0, 1.0, 2.0]))
+
+
+def test_rope_score_depends_only_on_relative_position():
+    torch.manual_seed(0)
+    q, k = torch.randn(16), torch.randn(16)
+    cos, sin = rope_cos_sin(40, 16)
+    rot = lambda x, p: apply_rope(x[None], cos[p:p + 1], sin[p:p + 1])[0]  # noqa: E731
+    s1 = rot(q, 7) @ rot(k, 3)
+    s2 = rot(q, 30) @ rot(k, 26)  # same distance 4
+    s3 = rot(q, 30) @ rot(k, 20)  # distance 10
+    assert torch.allclose(s1, s2, atol=1e-4) and not torch.allclose(s1, s3, atol=1e-2)
+    # rotations keep lengths
+    assert torch.allclose(rot(q, 11).norm(), q.norm(), atol=1e-5)
+
+
+def test_rope_partial_leaves_tail_alone():
+    x = torch.randn(1, 2, 3, 8)
+    cos, sin = rope_cos_sin(3, 4)
+    y = apply_rope(x, cos, sin)
+    assert torch.equal(y[..., 4:], x[..., 4:]) and not torch.equal(y[..., :4], x[..., :4])
+
+
+def test_llama3_rope_scaling_bands():
+    base = rope_inv_freq(64, 500000.0)
+    scaled = rope_inv_freq(64, 500000.0, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    wavelen = 2 * math.pi / base
+    assert torch.equal(scaled[wavelen < 8192 / 4], base[wavelen < 8192 / 4])          # fast pairs untouched
+    assert torch.allclose(scaled[wavelen > 8192], base[wavelen > 8192] / 8)           # slow pairs 8x slower
+    mid = (wavelen >= 8192 / 4) & (wavelen <= 8192)
+    assert mid.any() and ((scaled[mid] < base[mid]) & (scaled[mid] > base[mid] / 8)).all()
+
+
+def test_sinusoidal_and_alibi_worked_examples():
+    pe = sinusoidal_encoding(2, 4)
+    assert torch.allclose(pe, torch.tensor([[0.0, 1.0, 0.0, 1.0],
+                                            [math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)]]), atol=1e-6)
+    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -(i + 1) for i in range(8)]))
+    assert alibi_slopes(6).shape == (6,)
+    b = alibi_bias(2, 3)
+    assert torch.allclose(b[0], torch.tensor([[0.0, 1, 2], [-1, 0, 1], [-2, -1, 0]]) * 2 ** -4)
+
+
+# ---------------------------------------------------------------- norms, activations, embedding
+
+def test_norms_match_torch():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 3, 16) * 3 + 1, torch.randn(16), torch.randn(16)
+    assert torch.allclose(layer_norm(x, w, b, 1e-5), F.layer_norm(x, (16,), w, b, 1e-5), atol=1e-5)
+    ln = LayerNorm(16)
+    with torch.no_grad():
+        ln.weight.copy_(w)
+        ln.bias.copy_(b)
+    assert torch.allclose(ln(x), layer_norm(x, w, b, 1e-5), atol=1e-5)
+    ref = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    assert torch.allclose(rms_norm(x, w, 1e-6), ref, atol=1e-5)
+    if hasattr(F, "rms_norm"):
+        assert torch.allclose(rms_norm(x, w, 1e-6), F.rms_norm(x, (16,), w, 1e-6), atol=1e-5)
+    # Gemma's (1 + w): a zero weight is the identity scaling
+    assert torch.allclose(RMSNorm(16, 1e-6, unit_offset=True)(x), rms_norm(x, torch.ones(16), 1e-6), atol=1e-6)
+    assert torch.allclose(rms_norm(x, w, 1e-6, unit_offset=True), rms_norm(x, 1 + w, 1e-6), atol=1e-5)
+
+
+def test_norm_in_bf16_uses_float32_statistics():
+    x = (torch.randn(4, 64) * 50).bfloat16()
+    y = rms_norm(x, torch.ones(64, dtype=torch.bfloat16), 1e-6)
+    assert y.dtype == torch.bfloat16
+    assert torch.allclose(y.float(), rms_norm(x.float(), torch.ones(64), 1e-6), atol=2e-2)
+
+
+def test_activations_match_torch():
+    x = torch.linspace(-6, 6, 101)
+    assert torch.equal(relu(x), F.relu(x))
+    assert torch.allclose(gelu(x), F.gelu(x), atol=1e-6)
+    assert torch.allclose(gelu(x, "tanh"), F.gelu(x, approximate="tanh"), atol=1e-6)
+    assert torch.allclose(silu(x), F.silu(x), atol=1e-6)
+
+
+def test_embedding_lookup_and_scale():
+    table = torch.arange(6.0).reshape(3, 2)
+    assert embed_tokens(torch.tensor([[2, 0]]), table).tolist() == [[[4.0, 5.0], [0.0, 1.0]]]
+    emb = TokenEmbedding(3, 2, scale=2.0)
+    with torch.no_grad():
+        emb.weight.copy_(table)
+    assert torch.equal(emb(torch.tensor([[1]])), embed_tokens(torch.tensor([[1]]), table, 2.0))
+
+
+# ---------------------------------------------------------------- eager vs sdpa (the two attention paths)
+
+def _model(device, **overrides):
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**ModelConfig.preset("tiny-llama").to_dict(), **overrides})
+    return Transformer(cfg).to(device).eval()
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+@pytest.mark.parametrize("overrides", [
+    dict(),                                                      # GQA
+    dict(n_kv_heads=4),                                          # MHA
+    dict(n_kv_heads=1),                                          # MQA
+    dict(sliding_window=3, layer_types=["sliding", "full"]),     # sliding window
+    dict(positions="alibi"),
+    dict(positions="sinusoidal", block="post", norm="layer", ffn="mlp", activation="relu"),
+    dict(block="sandwich", qk_norm=True, norm_unit_offset=True, embed_scale=5.0, ffn="geglu",
+         activation="gelu_tanh", query_pre_attn_scalar=10, rope_local_theta=100.0, sliding_window=4,
+         layer_types=["sliding", "full"]),
+], ids=["gqa", "mha", "mqa", "sliding", "alibi", "post-sinusoidal", "gemma-like"])
+def test_eager_and_sdpa_agree(device, overrides):
+    model = _model(device, **overrides)
+    ids = torch.randint(0, 128, (2, 11), device=device)
+    with torch.no_grad():
+        a, b = model(ids, attn_impl="eager"), model(ids, attn_impl="sdpa")
+    assert (a - b).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+def test_eager_and_sdpa_agree_with_padding(device):
+    model = _model(device, sliding_window=3, layer_types=["sliding", "full"])
+    ids = torch.randint(0, 128, (2, 9), device=device)
+    mask = torch.ones(2, 9, dtype=torch.long, device=device)
+    mask[0, :4] = 0  # left padding in row 0
+    with torch.no_grad():
+        a = model(ids, attn_impl="eager", attention_mask=mask)
+        b = model(ids, attn_impl="sdpa", attention_mask=mask)
+        alone = model(ids[:1, 4:])  # row 0 without its padding
+    assert (a - b).abs().max().item() <= 1e-5
+    assert (a[0, 4:] - alone[0]).abs().max().item() <= 1e-5  # padding changes nothing for real tokens
+
+
+def test_model_masks_are_the_teaching_masks():
+    model = _model("cpu", sliding_window=3, layer_types=["sliding", "full"])
+    masks = model.attention_masks(0, 6, None, "cpu")
+    assert torch.equal(masks["full"], causal_mask(6))
+    assert torch.equal(masks["sliding"], sliding_window_mask(6, 3))
+    # decoding position 5 with 5 cached: the window keeps keys 3, 4, 5
+    dec = model.attention_masks(5, 1, None, "cpu")
+    assert dec["full"] is None and dec["sliding"].tolist() == [[False] * 3 + [True] * 3]
+
+
+def test_attention_weights_reach_hook_pattern():
+    model = _model("cpu")
+    seen = {}
+    h = model.blocks[1].attn.hook_pattern.register_forward_hook(lambda m, i, o: seen.setdefault("w", o))
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3, 4]]), attn_impl="eager")
+    h.remove()
+    w = seen["w"]
+    assert w.shape == (1, 4, 4, 4) and torch.allclose(w.sum(-1), torch.ones(1, 4, 4))
+    assert torch.equal(w[0, 0] > 0, causal_mask(4))
+
+
+def test_hook_shapes_and_replacement():
+    model = _model("cpu", n_kv_heads=2)
+    shapes = {}
+    handles = [m.register_forward_hook(lambda m, i, o, n=n: shapes.__setitem__(n, tuple(o.shape)))
+               for n, m in model.named_modules() if n.split(".")[-1].startswith("hook_")]
+    with torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]), attn_impl="eager")
+    for h in handles:
+        h.remove()
+    d, hd = 32, 8
+    assert shapes["hook_embed"] == (1, 3, d) and shapes["hook_logits"] == (1, 3, 128)
+    assert shapes["blocks.0.attn.hook_q"] == (1, 4, 3, hd) and shapes["blocks.0.attn.hook_k"] == (1, 2, 3, hd)
+    assert shapes["blocks.0.attn.hook_v"] == (1, 2, 3, hd) and shapes["blocks.0.attn.hook_z"] == (1, 3, 4, hd)
+    assert shapes["blocks.1.attn.hook_pattern"] == (1, 4, 3, 3)
+    assert shapes["blocks.1.mlp.hook_pre"] == (1, 3, 64) and shapes["blocks.1.mlp.hook_post"] == (1, 3, 64)
+    for name in ["hook_resid_pre", "hook_attn_out", "hook_resid_mid", "hook_mlp_out", "hook_resid_post"]:
+        assert shapes[f"blocks.1.{name}"] == (1, 3, d)
+    assert shapes["hook_final_norm"] == (1, 3, d)
+    # a hook that returns a tensor replaces the value: zeroing block 1's attention output changes logits
+    ids = torch.tensor([[1, 2, 3]])
+    with torch.no_grad():
+        base = model(ids)
+        h = model.blocks[1].hook_attn_out.register_forward_hook(lambda m, i, o: torch.zeros_like(o))
+        ablated = model(ids)
+        h.remove()
+    assert not torch.allclose(base, ablated)
+
+
+def test_residual_stream_adds_up_and_unembed_is_the_lens():
+    model = _model("cpu")
+    acts = {}
+    hs = [m.register_forward_hook(lambda m, i, o, n=n: acts.__setitem__(n, o))
+          for n, m in model.named_modules() if n.endswith(("hook_resid_pre", "hook_attn_out", "hook_resid_mid",
+                                                           "hook_mlp_out", "hook_resid_post"))]
+    with torch.no_grad():
+        logits = model(torch.tensor([[5, 6, 7]]))
+        for h in hs:
+            h.remove()
+        b = "blocks.1."
+        assert torch.allclose(acts[b + "hook_resid_mid"], acts[b + "hook_resid_pre"] + acts[b + "hook_attn_out"])
+        assert torch.allclose(acts[b + "hook_resid_post"], acts[b + "hook_resid_mid"] + acts[b + "hook_mlp_out"])
+        assert torch.allclose(model.unembed(acts[b + "hook_resid_post"]), logits, atol=1e-6)
+
+
+# ---------------------------------------------------------------- KV caches
+
+def test_caches_share_interface_and_contents():
+    g, s = GrowingKVCache(2), StaticKVCache(2, max_len=8)
+    for T in (3, 1, 1):
+        k, v = torch.randn(1, 2, T, 4), torch.randn(1, 2, T, 4)
+        for layer in range(2):
+            kg, vg = g.update(layer, k, v)
+            ks, vs = s.update(layer, k, v)
+            assert torch.equal(kg, ks) and torch.equal(vg, vs)
+    assert g.seq_len == s.seq_len == 5
+    with pytest.raises(ValueError, match="max_len=8"):
+        for _ in range(4):
+            s.update(0, torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+            s.update(1, torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+
+
+# ---------------------------------------------------------------- encoder and cross-attention decoder blocks
+
+def test_encoder_and_decoder_blocks():
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, n_heads=4, d_ff=64, norm="layer", ffn="mlp", activation="relu", positions="none")
+    enc, dec = EncoderBlock(cfg).eval(), DecoderBlock(cfg).eval()
+    src = torch.randn(2, 6, 32)
+    src_mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    tgt = torch.randn(2, 4, 32)
+    with torch.no_grad():
+        memory = enc(src, src_mask)
+        out = dec(tgt, memory, src_mask)
+        assert memory.shape == (2, 6, 32) and out.shape == (2, 4, 32)
+        # bidirectional: changing the last source token changes the first encoder output
+        src2 = src.clone()
+        src2[:, -1] += torch.randn(32)
+        assert not torch.allclose(enc(src2, src_mask)[0, 0], memory[0, 0])
+        # padding: changing padded source tokens changes neither the real encoder outputs nor the decoder
+        assert torch.allclose(enc(src2, src_mask)[1, :4], memory[1, :4], atol=1e-6)
+        assert torch.allclose(dec(tgt, enc(src2, src_mask), src_mask)[1], out[1], atol=1e-6)
+        # causal decoder: changing a later target token leaves earlier outputs alone
+        tgt2 = tgt.clone()
+        tgt2[:, 3] += torch.randn(32)
+        out2 = dec(tgt2, memory, src_mask)
+        assert torch.allclose(out2[:, :3], out[:, :3], atol=1e-6) and not torch.allclose(out2[:, 3], out[:, 3])
+        # cross-attention weights are (B, heads, T_tgt, T_src) and ignore padding
+        seen = {}
+        h = dec.cross_attn.hook_pattern.register_forward_hook(lambda m, i, o: seen.setdefault("w", o))
+        dec(tgt, memory, src_mask)
+        h.remove()
+        assert seen["w"].shape == (2, 4, 4, 6) and (seen["w"][1, ..., 4:] == 0).all()
+
+
+def test_attention_module_alone_matches_teaching_function():
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, n_heads=2, positions="none")
+    attn = Attention(cfg).eval()
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        q = attn.q_proj(x).view(1, 5, 2, 8).transpose(1, 2)
+        k = attn.k_proj(x).view(1, 5, 2, 8).transpose(1, 2)
+        v = attn.v_proj(x).view(1, 5, 2, 8).transpose(1, 2)
+        z, _ = scaled_dot_product_attention(q, k, v, causal_mask(5))
+        ref = attn.o_proj(z.transpose(1, 2).reshape(1, 5, 16))
+        assert torch.allclose(attn(x, mask=causal_mask(5), attn_impl="eager"), ref, atol=1e-6)
+        assert torch.allclose(attention_weights(q, k, causal_mask(5)).sum(-1), torch.ones(1, 2, 5))
