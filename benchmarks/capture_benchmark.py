@@ -28,21 +28,26 @@ def main():
     print(f"estimated cache size: {estimate_memory(model, ids.shape[1]) / 2**20:.1f} MiB")
 
     capture(model, ids)  # warm-up (allocator, kernels)
-    times = []
+    times, cpu = [], []
     for _ in range(args.repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         _, cache = capture(model, ids)  # every hook point, eager attention
         if model.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
     with torch.no_grad():
-        start = time.perf_counter()
-        model(ids)
-        plain = time.perf_counter() - start
+        plain = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            model(ids)
+            plain.append(time.perf_counter() - start)
     print(f"full capture ({len(cache)} tensors, {cache.memory_bytes() / 2**20:.1f} MiB): "
-          f"best {min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s")
-    print(f"plain forward (sdpa, no hooks): {plain:.3f} s")
-    print("PASS" if min(times) < 1.0 else "SLOW", "(target: under 1 s)")
+          f"best {min(times):.3f} s, median {sorted(times)[len(times) // 2]:.3f} s wall; "
+          f"best {min(cpu):.3f} s CPU time (all threads)")
+    print(f"plain forward (sdpa, no hooks): best {min(plain):.3f} s wall")
+    # On a machine shared with other jobs the wall time mostly measures the others; compare with the plain forward.
+    print("PASS" if min(times) < 1.0 else "SLOW", f"(target: under 1 s wall; capture / plain = {min(times) / min(plain):.2f})")
 
 
 if __name__ == "__main__":

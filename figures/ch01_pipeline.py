@@ -27,26 +27,23 @@ SHAPES = ["str", "(1, T)\nints", "(1, T, d)", "(1, T, d)", "(1, T, d)", "(1, T, 
 
 def main() -> None:
     plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
-    fig, ax = plt.subplots(figsize=(12, 2.6))
-    width, gap, height = 1.65, 0.6, 1.2
+    fig, ax = plt.subplots(figsize=(13, 2.3))
+    width, gap, height = 1.9, 0.55, 1.2
     for i, (name, sub, colour) in enumerate(STAGES):
         x = i * (width + gap)
         ax.add_patch(FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.03,rounding_size=0.12",
                                     facecolor=colour, edgecolor="#555555", linewidth=1.2))
         ax.text(x + width / 2, height * 0.72, name, ha="center", va="center", fontsize=10.5, fontweight="bold")
-        ax.text(x + width / 2, height * 0.32, sub, ha="center", va="center", fontsize=8.5, color="#333333")
+        ax.text(x + width / 2, height * 0.32, sub, ha="center", va="center", fontsize=9.5, color="#333333")
         if i < len(SHAPES):
             x0, x1 = x + width + 0.04, x + width + gap - 0.04
             ax.annotate("", xy=(x1, height / 2), xytext=(x0, height / 2),
                         arrowprops=dict(arrowstyle="->", color="#333333", lw=1.4))
-            ax.text((x0 + x1) / 2, height + 0.1, SHAPES[i], ha="center", va="bottom", fontsize=8.5,
+            ax.text((x0 + x1) / 2, height + 0.1, SHAPES[i], ha="center", va="bottom", fontsize=10,
                     family="monospace", color="#1f4e99")
     total = len(STAGES) * (width + gap) - gap
-    ax.text(total / 2, -0.35, "T = number of tokens, d = model width (576 for SmolLM2), "
-            "V = vocabulary size (49,152 for SmolLM2). Only the last row of the (1, T, V) logits "
-            "predicts the next token.", ha="center", va="top", fontsize=9, color="#444444")
     ax.set_xlim(-0.1, total + 0.1)
-    ax.set_ylim(-0.8, height + 0.65)
+    ax.set_ylim(-0.1, height + 0.65)
     ax.axis("off")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(OUT, bbox_inches="tight")

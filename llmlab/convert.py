@@ -138,7 +138,9 @@ def gemma3_config(hf: dict) -> ModelConfig:
         qkv_bias=bool(hf.get("attention_bias", False)), out_bias=bool(hf.get("attention_bias", False)),
         qk_norm=True, sliding_window=hf.get("sliding_window"), layer_types=types,
         query_pre_attn_scalar=hf.get("query_pre_attn_scalar", c["head_dim"]),
-        attn_logit_softcap=hf.get("attn_logit_softcapping"), final_logit_softcap=hf.get("final_logit_softcapping"),
+        # attn_logit_softcapping is left out on purpose: Gemma 3 (unlike Gemma 2) does not use it, and
+        # transformers' Gemma 3 ignores the field even when a config sets it.
+        final_logit_softcap=hf.get("final_logit_softcapping"),
         embed_scale=hf["hidden_size"] ** 0.5)
 
 

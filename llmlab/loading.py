@@ -142,6 +142,10 @@ def load(name_or_path: str | os.PathLike, device=None, dtype=None):
         model, tokenizer = load_gguf(Path(os.path.expanduser(text)))
     elif os.path.isdir(os.path.expanduser(text)):
         model, tokenizer = load_hf_directory(Path(os.path.expanduser(text)))
+    elif os.path.isfile(os.path.expanduser(text)):
+        raise ValueError(f"{text!r} is a file but not a .gguf file. For a Hugging Face checkpoint give the folder "
+                         f"that holds config.json, *.safetensors and tokenizer.json.\n"
+                         f"Accepted forms:\n  - {ACCEPTED_FORMS}")
     elif _looks_like_path(text):
         raise FileNotFoundError(f"{text!r} looks like a file path, but nothing is there.\n"
                                 f"Accepted forms:\n  - {ACCEPTED_FORMS}")

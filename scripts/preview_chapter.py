@@ -28,9 +28,9 @@ def main() -> int:
     book = Path(args.out) / notebook.stem
     shutil.rmtree(book, ignore_errors=True)
     (book / "chapters").mkdir(parents=True)
-    for name in ["_config.yml", "intro.md"]:
-        shutil.copy(ROOT / name, book / name)
-    for name in ["assets", "figures", "glossary"]:
+    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    (book / "intro.md").write_text("# Preview\n")
+    for name in ["assets", "figures", "glossary", "_ext"]:
         if (ROOT / name).exists():
             (book / name).symlink_to(ROOT / name)
     shutil.copy(notebook, book / "chapters" / notebook.name)

@@ -634,7 +634,8 @@ def test_messages_say_input_expected_and_got():
     def bad_causal(T):
         return torch.ones(T, T, dtype=torch.bool)
     message = check("causal_mask", bad_causal, quiet=True).message
-    assert "bad_causal(T = 4)" in message and "expected:" not in message  # (T, T) with T=4 shown by shape
+    assert "bad_causal(T = 4)" in message and "first at index (0, 1): expected False, got True" in message
+    assert "nothing is masked" in message
     message = check("rms_norm", lambda x, w, eps: x * 2, quiet=True).message
     assert "expected:" in message and "got:" in message and "tensor([[1., 2., 3., 4.]])" in message
 

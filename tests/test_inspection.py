@@ -133,7 +133,7 @@ def test_lens_at_the_last_layer_is_the_output_distribution(preset, device):
     torch.testing.assert_close(lens.top_probs[-1], top.values, atol=1e-5, rtol=1e-5)
     assert torch.equal(lens.top_ids[-1], top.indices)
     torch.testing.assert_close(lens.target_prob[-1], probs[:, 3])
-    assert lens.target_rank[-1].tolist() == (probs > probs[:, 3:4]).sum(-1).tolist()
+    assert lens.target_rank[-1].tolist() == (probs > probs[:, 3:4]).sum(-1).tolist()  # no ties in a tiny vocab
     assert lens.layer_labels == ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
     # the first row reads the embeddings themselves
     _, cache = capture(model, ids, names=["hook_embed"])
@@ -385,7 +385,8 @@ def test_real_models_attention_lens_patch_and_steer(which, request):
     with torch.no_grad():
         base = model(ids)  # the default (sdpa) path, which patch and steer also use
     name = f"blocks.{model.config.n_layers // 2}.hook_resid_pre"
-    assert torch.equal(patch(model, ids, name, cache[name], positions=[4]), base)
+    _, sdpa_cache = capture(model, ids, names=[name])  # no pattern asked for: the same sdpa path
+    assert torch.equal(patch(model, ids, name, sdpa_cache[name], positions=[4]), base)
     with torch.no_grad(), steer(model, torch.randn(model.config.d_model), layer=5, scale=0.0):
         assert torch.equal(model(ids), base)
 
@@ -396,7 +397,7 @@ def test_smollm2_lens_finds_paris_late(smol):
     lens = logit_lens(model, EIFFEL, tok, target=" Paris")
     ranks = lens.target_rank[:, -1].tolist()          # one per row: embed, layer 0 .. layer 29
     assert lens.top_tokens[-1][-1][0] == " Paris"
-    # measured: rank 3 after layer 27, top-1 (barely) after layer 28, far away before layer 20
+    # measured: rank 3 after layer 27, top-1 (0.072 vs 0.069 for ' T') after layer 28, rank > 3000 before layer 20
     assert ranks[28] <= 5 and ranks[29] <= 1, ranks
     assert min(ranks[:21]) > 50, ranks
 

@@ -285,3 +285,5 @@ def test_local_directory_errors(tmp_path):
     (empty / "model.safetensors").write_bytes(b"")
     with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
         load(str(empty))
+    with pytest.raises(ValueError, match="not a .gguf file"):
+        load(str(empty / "config.json"))

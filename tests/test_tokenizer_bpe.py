@@ -167,3 +167,12 @@ def test_not_a_tokenizer_file(tmp_path):
     (tmp_path / "bad" / "llmlab_tokenizer.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a tokenizer saved by llmlab"):
         load_tokenizer(tmp_path / "bad")
+
+
+def test_unsupported_tokenizer_json_fails_loudly(tmp_path):
+    tk = HFTokenizer(models.BPE(unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()            # a word-level BPE, not byte-level
+    tk.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, show_progress=False, special_tokens=["[UNK]"]))
+    tk.save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(ValueError, match="byte-level"):
+        tokenizer_from_json(tmp_path / "tokenizer.json")

@@ -125,7 +125,9 @@ def test_lens_view_hover_shows_top_k_and_target_rank(tmp_path):
 
 
 def test_tokens_view_hover_and_click(tmp_path):
-    view = TokensView({"toy": [("Hel", 10), ("lo", 11, b"lo"), (" 天", 12, " 天".encode())]})
+    view = TokensView({"toy": [("Hel", 10), ("lo", 11, b"lo"), (" 天", 12, " 天".encode()),
+                               ("\ufffd", 13, b"\xe5\xa4"), ("\ufffd", 14, b"\xa9")]})
+    assert [t["text"] for t in view.data["rows"][0]["tokens"][3:]] == ["\\xe5\\xa4", "\\xa9"]
     js = hover(".llmlab-tok", 2) + "document.querySelector('button').click();"
     result = open_view(view, tmp_path, js)
     assert readouts(result.dom)[0] == 'toy · token 2 · id 12 · " 天" · bytes 20 e5 a4 a9'
@@ -245,3 +247,38 @@ def test_matplotlib_helpers(tmp_path):
     ax.figure.savefig(tmp_path / "sim.png")
     with pytest.raises(ValueError, match="T = len"):
         plot_attention(np.ones((2, 2)), TOKENS)
+
+
+def test_view_inserted_like_jupyterlab_renders(tmp_path):
+    """JupyterLab sets innerHTML (scripts do not run) and then re-creates each <script> so it runs;
+    the view must find its div from the script, with another copy of the view already on the page."""
+    view = SimilarityView(np.array([[1.0, 0.5], [0.5, 1.0]]), ["a", "b"])
+    fragment = view._repr_html_()
+    page = tmp_path / "lab.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>" + view._repr_html_()
+        + "<div id='output'></div><script>\n"
+        + "var host = document.getElementById('output');\n"
+        + "host.innerHTML = " + json.dumps(fragment).replace("</", "<\\/") + ";\n"
+        + "Array.prototype.slice.call(host.getElementsByTagName('script')).forEach(function (old) {\n"
+        + "  var s = document.createElement('script'); s.textContent = old.textContent;\n"
+        + "  old.parentNode.replaceChild(s, old);\n"
+        + "});\n</script></body></html>")
+    result = open_in_browser(page, js=hover("#output td.llmlab-cell", 1))
+    assert result.errors == []
+    assert readouts(result.dom) == ["Hover a cell to read its value.", '"a" vs "b": 0.5000']
+
+
+def test_views_built_from_a_tiny_model(tiny, tmp_path):
+    model, tok = tiny
+    attention = AttentionView.from_model(model, tok, "hello", layers=[-1])
+    assert attention.weights.shape == (1, model.config.n_heads, 5, 5)
+    assert attention.data["layers"] == ["layer 1"]
+    lens = LensView.from_model(model, tok, "abc", target="a")
+    assert lens.data["layers"][0] == "embed" and lens.data["target"] == "a"
+    tokens = TokensView.from_tokenizers("ab c", {"chars": tok})
+    assert [t["id"] for t in tokens.data["rows"][0]["tokens"]] == [1, 2, 0, 3]
+    path = save_page([attention, lens, tokens], tmp_path / "all.html")
+    result = open_in_browser(path, js=hover(".llmlab-lens td.llmlab-cell", 2))
+    assert result.errors == []
+    assert any(text.startswith("embed · position 2") for text in readouts(result.dom))

@@ -67,6 +67,8 @@ def check_causal_mask(fn: Learner) -> str:
              torch.triu(ones, diagonal=1)),
             ("the diagonal is missing: each token must be allowed to attend to itself (j == i). Use torch.tril "
              "with diagonal=0, the default.", torch.tril(ones, diagonal=-1)),
+            ("every entry is True, so nothing is masked: the future keys (j > i, above the diagonal) must be "
+             "False.", ones),
         ])
     return "correct lower-triangular boolean masks for T = 1, 4 and 7."
 

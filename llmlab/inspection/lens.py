@@ -94,14 +94,16 @@ def logit_lens(model, prompt, tokenizer, k: int = 5, target: str | int | None = 
         target_id = target if isinstance(target, int) else _single_token(tokenizer, target)
     top_ids, top_probs, ranks, target_probs = [], [], [], []
     for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
-        probs = torch.softmax(unembed(model, layer_resid).float(), dim=-1)  # (P, vocab)
-        p, i = probs.topk(k, dim=-1)  # (P, k)
+        logits = unembed(model, layer_resid).float()  # (P, vocab)
+        probs = torch.softmax(logits, dim=-1)          # (P, vocab)
+        p, i = probs.topk(k, dim=-1)                   # (P, k)
         top_probs.append(p.cpu())
         top_ids.append(i.cpu())
         if target_id is not None:
-            tp = probs[:, target_id]  # (P,)
-            ranks.append((probs > tp[:, None]).sum(-1).cpu())  # how many tokens beat the target
-            target_probs.append(tp.cpu())
+            # rank by logits: far-off probabilities underflow to 0 and would all tie
+            beat = logits > logits[:, target_id, None]  # (P, vocab)
+            ranks.append(beat.sum(-1).cpu())
+            target_probs.append(probs[:, target_id].cpu())
     top_ids = torch.stack(top_ids)  # (L+1, P, k)
     top_tokens = [[[tokenizer.decode([int(t)]) for t in cell] for cell in row] for row in top_ids.tolist()]
     labels = ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]

@@ -67,8 +67,13 @@ class Tokenizer:
             raise TypeError(f"encode() expects a str, got {type(text).__name__}. "
                             "Decode bytes first (data.decode('utf-8')) or join a list of strings.")
         ids = [self.bos_token_id] if add_special_tokens and self.add_bos else []
-        for piece, token_id in self._pieces(text, allowed_special):
-            ids.extend([token_id] if token_id is not None else self._encode_ordinary(piece))
+        try:
+            for piece, token_id in self._pieces(text, allowed_special):
+                ids.extend([token_id] if token_id is not None else self._encode_ordinary(piece))
+        except UnicodeEncodeError as e:
+            raise ValueError(f"The text contains {e.object[e.start:e.end]!r}, which is not valid Unicode text "
+                             "(a lone surrogate, often half of an emoji cut by a bad decode). Clean it with "
+                             "text.encode('utf-8', 'replace').decode('utf-8').") from None
         return ids
 
     def _pieces(self, text: str, allowed_special: str):
@@ -140,7 +145,7 @@ class Tokenizer:
         """[(id, token text, (start, end)), ...] where text[start:end] is what the token covers.
 
         >>> tok.tokens_with_spans("Hi there")                 # doctest: +SKIP
-        [(11158, 'Hi', (0, 2)), (612, ' there', (2, 8))]
+        [(26843, 'Hi', (0, 2)), (665, ' there', (2, 8))]
 
         unit="byte" gives offsets into text.encode("utf-8") instead. A token that holds part of a
         multi-byte character (byte-level BPE can split an emoji) gets the whole character's char span.

@@ -133,6 +133,19 @@ def _bos_from_template(post) -> int | None:
     return None
 
 
+def _tokenizer_config(path) -> dict:
+    """The tokenizer_config.json beside ``path`` (names of BOS/EOS, chat template), or {}."""
+    config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
+    if not os.path.isfile(config_path):
+        return {}
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    for key in ("bos_token", "eos_token"):          # either "<s>" or {"content": "<s>", ...}
+        if isinstance(config.get(key), dict):
+            config[key] = config[key].get("content")
+    return config
+
+
 def tokenizer_from_json(path):
     """A Hugging Face ``tokenizer.json`` with a BPE model (GPT-2, Llama 3, Qwen2, SmolLM2, Gemma).
 
@@ -156,13 +169,11 @@ def tokenizer_from_json(path):
     if None in tokens:
         raise ValueError(f"{path!r}: token id {tokens.index(None)} has no token.")
     merges = [m.split(" ") if isinstance(m, str) else m for m in model.get("merges", [])]
-    config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
-    config = json.load(open(config_path, encoding="utf-8")) if os.path.isfile(config_path) else {}
-    name = lambda key: (config.get(key) or {}).get("content") if isinstance(config.get(key), dict) else config.get(key)
+    config = _tokenizer_config(path)
     bos = _bos_from_template(d.get("post_processor"))
     common = dict(added_tokens=added, add_bos=bos is not None,
-                  bos_token_id=bos if bos is not None else special.get(name("bos_token")),
-                  eos_token_id=special.get(name("eos_token")))
+                  bos_token_id=bos if bos is not None else special.get(config.get("bos_token")),
+                  eos_token_id=special.get(config.get("eos_token")))
     template, system = chat.detect(config.get("chat_template"), set(tokens))
     common.update(chat_template=template, system_prompt=system)
 
@@ -172,6 +183,9 @@ def tokenizer_from_json(path):
             raise ValueError(f"{path!r}: only Gemma-style SentencePiece files (normalizer Replace ' ' -> '▁') "
                              "are supported.")
         return SentencePieceBPE(tokens, special, merges=[(vocab[a], vocab[b]) for a, b in merges], **common)
+    if "ByteLevel" not in json.dumps(d.get("pre_tokenizer")):
+        raise ValueError(f"{path!r}: a BPE model without byte fallback must be byte-level (a ByteLevel "
+                         "pre-tokenizer); this one is neither, which llmlab does not support.")
     if d.get("normalizer") is not None:
         raise ValueError(f"{path!r}: normalizer {d['normalizer']['type']} is not supported for byte-level BPE.")
     whole = {**special, **added}

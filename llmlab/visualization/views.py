@@ -200,6 +200,9 @@ class TokensView(View):
             for pair in pairs:
                 text, token_id = pair[0], int(pair[1])
                 raw = pair[2] if len(pair) > 2 else None
+                if raw is not None and "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
+                    # a piece of a multi-byte character (byte-level BPE): show its bytes, not "�"
+                    text = bytes(raw).decode("utf-8", errors="backslashreplace")
                 tokens.append({"text": text.replace("\n", "\u21b5\n"), "id": token_id,
                                "bytes": None if raw is None else " ".join(f"{b:02x}" for b in raw)})
             data_rows.append({"name": str(name), "tokens": tokens})

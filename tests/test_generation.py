@@ -1,0 +1,169 @@
+"""Generation: caches change nothing but speed, greedy matches transformers, sampling is reproducible."""
+import pytest
+import torch
+import transformers
+
+import llmlab
+from llmlab import ModelConfig, Transformer, available_devices, decode_step, generate, prefill
+from llmlab.kvcache import GrowingKVCache, StaticKVCache
+from llmlab.sampling import sample_next_token, top_k_filter, top_p_filter
+
+DEVICES = available_devices()
+V = 97
+
+
+def _tiny(device="cpu", **kw):
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**ModelConfig.preset("tiny-llama").to_dict(), "vocab_size": V, **kw})
+    model = Transformer(cfg).to(device).eval()
+    with torch.no_grad():  # sharper logits than the default init, so greedy paths are not near-ties
+        model.tok_embed.weight.mul_(20)
+    return model
+
+
+ARCHS = {
+    "llama-gqa": dict(),
+    "sliding": dict(sliding_window=4, layer_types=["sliding", "full"]),
+    "gemma-like": dict(block="sandwich", qk_norm=True, norm_unit_offset=True, embed_scale=2.0, ffn="geglu",
+                       activation="gelu_tanh", rope_local_theta=100.0, sliding_window=3,
+                       layer_types=["sliding", "full"], final_logit_softcap=30.0),
+    "gpt2-like": dict(positions="learned", norm="layer", ffn="mlp", activation="gelu_tanh", fused_qkv=True,
+                      qkv_bias=True, tie_embeddings=False),
+    "alibi-post": dict(positions="alibi", block="post"),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_cached_and_uncached_generation_give_identical_tokens(device, arch):
+    model = _tiny(device, **ARCHS[arch])
+    ids = torch.randint(0, V, (2, 5), generator=torch.Generator().manual_seed(0)).to(device)
+    slow = generate(model, ids, 12, use_cache=False)
+    static = generate(model, ids, 12, cache="static")
+    growing = generate(model, ids, 12, cache="growing")
+    assert slow.shape == (2, 17)
+    assert torch.equal(slow, static) and torch.equal(slow, growing)
+    assert torch.equal(slow[:, :5], ids)
+
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+@pytest.mark.parametrize("cache_cls", [GrowingKVCache, StaticKVCache])
+def test_prefill_and_decode_step_logits_match_full_forward(device, cache_cls):
+    model = _tiny(device, sliding_window=3, layer_types=["sliding", "full"])
+    ids = torch.randint(0, V, (1, 10), generator=torch.Generator().manual_seed(1)).to(device)
+    with torch.no_grad():
+        full = model(ids)  # (1, 10, V)
+        cache = cache_cls.for_model(model, max_len=10)
+        logits = [prefill(model, ids[:, :4], cache)]
+        for t in range(4, 10):
+            logits.append(decode_step(model, ids[:, t], cache))
+    assert cache.seq_len == 10
+    stepped = torch.stack(logits[:-1], dim=1)  # logits for positions 3..8
+    assert (stepped - full[:, 3:9]).abs().max().item() <= 1e-5
+    assert (logits[-1] - full[:, 9]).abs().max().item() <= 1e-5
+
+
+def _hf_pair(kind):
+    torch.manual_seed(0)
+    if kind == "llama":
+        cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                       bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    else:
+        cfg = transformers.Gemma3TextConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                            num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                            max_position_embeddings=128, sliding_window=4,
+                                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                            bos_token_id=None, eos_token_id=None, pad_token_id=0)
+    hf = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.normal_(0, 0.3 if p.dim() == 2 else 0.1)
+    return hf, llmlab.from_hf(hf)
+
+
+@pytest.mark.parametrize("kind", ["llama", "gemma3"])
+def test_greedy_generation_matches_transformers(kind):
+    hf, model = _hf_pair(kind)
+    ids = torch.randint(1, V, (1, 6), generator=torch.Generator().manual_seed(3))
+    ref = hf.generate(ids, max_new_tokens=20, do_sample=False, attention_mask=torch.ones_like(ids))
+    ours = generate(model, ids, 20)
+    assert torch.equal(ours, ref)
+
+
+def test_seeded_sampling_is_reproducible():
+    model = _tiny()
+    ids = torch.tensor([[1, 2, 3]])
+    a = generate(model, ids, 15, temperature=5.0, top_k=20, top_p=0.95, seed=123)
+    b = generate(model, ids, 15, temperature=5.0, top_k=20, top_p=0.95, seed=123)
+    c = generate(model, ids, 15, temperature=5.0, top_k=20, top_p=0.95, seed=124)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    # with a cache or without, the same seed draws the same tokens
+    assert torch.equal(a, generate(model, ids, 15, temperature=5.0, top_k=20, top_p=0.95, seed=123, use_cache=False))
+
+
+def test_top_k_filter_worked_example():
+    logits = torch.tensor([[1.0, 4.0, 3.0, 2.0]])
+    assert top_k_filter(logits, 2).tolist() == [[float("-inf"), 4.0, 3.0, float("-inf")]]
+    assert torch.equal(top_k_filter(logits, None), logits) and torch.equal(top_k_filter(logits, 10), logits)
+
+
+def test_top_p_filter_worked_example_and_vs_transformers():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    logits = probs.log()
+    assert torch.isfinite(top_p_filter(logits, 0.5)).tolist() == [[True, False, False, False]]
+    assert torch.isfinite(top_p_filter(logits, 0.7)).tolist() == [[True, True, False, False]]
+    assert torch.isfinite(top_p_filter(logits, 0.9)).tolist() == [[True, True, True, False]]
+    assert torch.isfinite(top_p_filter(logits, 0.01)).sum() == 1  # always at least the top token
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+    x = torch.randn(5, 50, generator=torch.Generator().manual_seed(0)) * 3
+    for p in (0.3, 0.75, 0.95):
+        assert torch.equal(torch.isfinite(top_p_filter(x, p)), torch.isfinite(TopPLogitsWarper(p)(None, x.clone())))
+    assert torch.equal(top_k_filter(x, 7), TopKLogitsWarper(7)(None, x.clone()))
+
+
+def test_sampling_follows_the_filtered_distribution():
+    logits = torch.tensor([[0.0, 1.0, 2.0, 3.0]])
+    g = torch.Generator().manual_seed(0)
+    draws = torch.stack([sample_next_token(logits, 1.0, top_k=2, generator=g) for _ in range(2000)])
+    assert set(draws.flatten().tolist()) == {2, 3}
+    frac3 = (draws == 3).float().mean().item()
+    assert abs(frac3 - torch.softmax(torch.tensor([2.0, 3.0]), 0)[1].item()) < 0.05
+    assert sample_next_token(logits, temperature=0.0).item() == 3
+
+
+def test_stream_receives_each_token_as_produced():
+    model = _tiny()
+    seen = []
+    out = generate(model, torch.tensor([[5, 6]]), 7, stream=seen.append)
+    assert seen == out[0, 2:].tolist() and all(isinstance(t, int) for t in seen)
+    seen_b = []
+    out_b = generate(model, torch.tensor([[5, 6], [7, 8]]), 3, stream=seen_b.append)
+    assert seen_b == out_b[:, 2:].t().tolist()
+
+
+def test_eos_stops_generation():
+    model = _tiny()
+    ids = torch.tensor([[5, 6]])
+    free = generate(model, ids, 10)
+    eos = free[0, 4].item()  # the third generated token, used as EOS
+    first = free[0, 2:].tolist().index(eos)
+    stopped = generate(model, ids, 10, eos_token_id=eos)
+    assert stopped[0].tolist() == free[0, :2 + first + 1].tolist()
+    # in a batch, a finished row keeps emitting EOS until every row is done
+    batch = torch.cat([ids, torch.tensor([[9, 10]])])
+    free_b = generate(model, batch, 10)
+    out_b = generate(model, batch, 10, eos_token_id=[eos])
+    for row, ref in zip(out_b.tolist(), free_b.tolist()):
+        gen, ref_gen = row[2:], ref[2:]
+        if eos in ref_gen:
+            k = ref_gen.index(eos)
+            assert gen[:k + 1] == ref_gen[:k + 1] and set(gen[k:]) == {eos}
+        else:
+            assert gen == ref_gen[:len(gen)]
+
+
+def test_generate_accepts_a_list_and_greedy_is_deterministic():
+    model = _tiny()
+    a = generate(model, [5, 6, 7], 4)
+    assert a.shape == (1, 7) and torch.equal(a, generate(model, torch.tensor([[5, 6, 7]]), 4))
