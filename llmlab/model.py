@@ -135,10 +135,12 @@ class Transformer(nn.Module):
         window = self.config.sliding_window
         has_sliding = "sliding" in self.config.layer_types
         T_k = start + T
-        k_pos = torch.arange(T_k, device=device)[None, :]  # (1, T_k)
         if T == 1 and attention_mask is None:
-            sliding = (k_pos > start - window) if has_sliding and T_k > window else None  # (1, T_k)
-            return {"full": None, "sliding": sliding}
+            if not has_sliding or T_k <= window:
+                return {"full": None, "sliding": None}
+            k_pos = torch.arange(T_k, device=device)[None, :]               # (1, T_k)
+            return {"full": None, "sliding": k_pos > start - window}         # the last `window` keys
+        k_pos = torch.arange(T_k, device=device)[None, :]          # (1, T_k)
         q_pos = torch.arange(start, T_k, device=device)[:, None]  # (T, 1)
         full = k_pos <= q_pos                                      # (T, T_k)
         sliding = full & (k_pos > q_pos - window) if has_sliding else None

@@ -13,7 +13,7 @@ from llmlab.devices import available_devices
 from llmlab.inspection import (
     ablate, analogy, as_ids, capture, cka_matrix, cosine, cosine_matrix, estimate_memory, generate_steered,
     hook_names, layer_cka, layer_similarity, linear_cka, logit_lens, nearest_tokens, patch, patching_sweep,
-    patchscope, position_similarity, select_names, steer, steering_vector, top_activating_tokens, unembed,
+    patchscope, position_similarity, prompt_similarity, select_names, steer, steering_vector, top_activating_tokens, unembed,
 )
 from llmlab.inspection.capture import hook_shape
 from llmlab.model import Transformer
@@ -195,6 +195,11 @@ def test_cosine_helpers_and_cache_similarities():
     torch.testing.assert_close(lay.diagonal(), torch.ones(model.config.n_layers + 1))
     cka = layer_cka(cache)
     torch.testing.assert_close(cka.diagonal(), torch.ones(model.config.n_layers + 1))
+    sims = prompt_similarity(model, TOK, ["abc", "xbc", "abd"], layer=1)
+    _, c1 = capture(model, "abc", TOK)
+    _, c2 = capture(model, "abd", TOK)
+    torch.testing.assert_close(sims[0, 2], cosine(c1.resid(1)[0, -1], c2.resid(1)[0, -1]))
+    torch.testing.assert_close(sims.diagonal(), torch.ones(3))
     # two different models of different widths on the same tokens
     other = tiny("tiny-gemma3")
     _, cache_b = capture(other, ids)

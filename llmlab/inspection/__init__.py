@@ -10,6 +10,7 @@ from llmlab.inspection.neurons import neuron_activations, top_activating_tokens
 from llmlab.inspection.patchscope import IDENTITY_TEMPLATE, PatchscopeResult, patchscope
 from llmlab.inspection.similarity import (
     cka_matrix, cosine, cosine_matrix, layer_cka, layer_similarity, linear_cka, position_similarity,
+    prompt_similarity,
 )
 from llmlab.inspection.steering import generate_steered, mean_resid, steer, steering_vector
 
@@ -18,5 +19,5 @@ __all__ = [
     "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "logit_difference", "patch", "patching_sweep",
     "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
-    "linear_cka", "position_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
+    "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
 ]

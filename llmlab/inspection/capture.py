@@ -95,7 +95,7 @@ def estimate_memory(model, n_tokens: int, names=None, layers=None, positions=Non
     """Bytes a capture of `n_tokens` tokens will hold (activations only, model dtype).
 
     >>> estimate_memory(smollm2, 30) / 2**20          # doctest: +SKIP
-    19.6...
+    32.4...
     """
     element = next(model.parameters()).element_size()
     n_positions = None if positions is None else len(_positions(positions, n_tokens))

@@ -30,7 +30,7 @@ class PatchscopeResult:
     target_position: int       # where in the template the state went
 
 
-def _placeholder_position(model, tokenizer, template_ids: torch.Tensor, placeholder: str) -> int:
+def _placeholder_position(tokenizer, template_ids: torch.Tensor, placeholder: str) -> int:
     """Position of the last token of the last occurrence of `placeholder` in the template."""
     want = tokenizer.encode(placeholder, add_special_tokens=False)
     ids = template_ids[0].tolist()
@@ -66,7 +66,7 @@ def patchscope(model, tokenizer, source_prompt, source_layer: int, source_positi
 
     ids = as_ids(model, template, tokenizer)
     if target_position is None:
-        target_position = _placeholder_position(model, tokenizer, ids, placeholder)
+        target_position = _placeholder_position(tokenizer, ids, placeholder)
     target_position %= ids.shape[1]
     done = []
 

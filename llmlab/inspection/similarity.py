@@ -91,3 +91,17 @@ def layer_cka(cache_a, cache_b=None, batch: int = 0) -> torch.Tensor:
         raise ValueError(f"The two runs have {a.shape[1]} and {b.shape[1]} positions; CKA needs the same inputs. "
                          "Use the same tokenizer and prompt for both models.")
     return cka_matrix(list(a), list(b))
+
+
+@torch.no_grad()
+def prompt_similarity(model, tokenizer, prompts: list[str], layer: int, position: int = -1) -> torch.Tensor:
+    """Cosine between the residual vectors of several prompts at one layer and position: (N, N).
+
+    With prompts that end in the same word ("I sat by the river bank", "I paid at the bank"),
+    this shows how far context has moved that word's vector apart, layer by layer.
+    """
+    from llmlab.inspection.capture import capture
+
+    name = f"blocks.{layer % model.config.n_layers}.hook_resid_post"
+    vectors = [capture(model, p, tokenizer, names=[name])[1][name][0, position] for p in prompts]  # each (d,)
+    return cosine_matrix(torch.stack(vectors))  # (N, N)
