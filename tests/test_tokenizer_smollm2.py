@@ -20,9 +20,18 @@ def ref():
     return AutoTokenizer.from_pretrained(os.path.dirname(SMOL), gguf_file=os.path.basename(SMOL))
 
 
+pytestmark = pytest.mark.slow                    # loads the real SmolLM2 tokenizer with transformers
+
+
 @pytest.fixture(scope="module")
-def tok():
-    return tokenizer_from_gguf(SMOL)
+def reader():
+    import gguf
+    return gguf.GGUFReader(SMOL)                 # parsed once for the module
+
+
+@pytest.fixture(scope="module")
+def tok(reader):
+    return tokenizer_from_gguf(reader)
 
 
 def test_metadata(tok, ref):
@@ -119,13 +128,13 @@ def test_decode_errors_and_invalid_utf8(tok, ref):
     assert "\ufffd" in tok.decode(ids[:1])
 
 
-def test_smollm_digit_pattern_matches_hub_pre_tokenizer(ref):
+def test_smollm_digit_pattern_matches_hub_pre_tokenizer(ref, reader):
     """pattern="smollm" splits digits first, like SmolLM2's hub tokenizer.json and llama.cpp."""
     from tokenizers import Tokenizer, pre_tokenizers
     hub = Tokenizer.from_str(ref.backend_tokenizer.to_str())
     hub.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    digits = tokenizer_from_gguf(SMOL, pattern="smollm")
+    digits = tokenizer_from_gguf(reader, pattern="smollm")
     for text in CORPUS:
         assert digits.encode(text) == hub.encode(text, add_special_tokens=False).ids, text
 
@@ -140,6 +149,11 @@ def test_save_load_and_tokenizer_json(tok, ref, tmp_path):
     ref.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
     from_json = tokenizer_from_json(tmp_path / "tokenizer.json")
     assert [from_json.encode(t) for t in CORPUS] == [tok.encode(t) for t in CORPUS]
+
+
+def test_path_and_reader_give_the_same_tokenizer(tok):
+    from_path = tokenizer_from_gguf(SMOL)
+    assert from_path.token_bytes == tok.token_bytes and from_path.merges == tok.merges
 
 
 def test_not_a_gguf_file(tmp_path):
