@@ -47,6 +47,15 @@ def timed(fn, device, repeats: int) -> float:
     return statistics.median(times)
 
 
+def timed_pair(fn_a, fn_b, device, repeats: int) -> tuple[float, float]:
+    """Median times of two functions run alternately, so a change in machine load hits both alike."""
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(timed(fn_a, device, 1))
+        b.append(timed(fn_b, device, 1))
+    return statistics.median(a), statistics.median(b)
+
+
 def matvec_bandwidth(device: torch.device, dtype: torch.dtype, megabytes: int = 512) -> float:
     """Bytes/s that y = W @ x streams, with W far larger than any cache (what decoding does)."""
     cols = 4096
@@ -94,8 +103,8 @@ def bench_device(model, reference, ids, device, dtype, repeats):
 
     ours(), theirs()  # warm-up (first calls allocate, pick kernels, fill caches)
     same = torch.equal(ours().cpu(), theirs().cpu())
-    t_ours, t_theirs = timed(ours, device, repeats), timed(theirs, device, repeats)
-    p_ours, p_theirs = timed(our_prefill, device, repeats), timed(their_prefill, device, repeats)
+    t_ours, t_theirs = timed_pair(ours, theirs, device, repeats)
+    p_ours, p_theirs = timed_pair(our_prefill, their_prefill, device, 5 * repeats)
 
     bandwidth = matvec_bandwidth(device, dtype)
     per_token = weight_bytes_per_token(model)

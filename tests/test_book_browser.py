@@ -1,4 +1,5 @@
 """Open built pages of the book in headless Chromium with the network closed and look at them."""
+import os
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,58 @@ def test_front_page_typesets_math(tmp_path):
                              screenshot=tmp_path / "intro.png", wait_ms=6000)
     assert not result.errors, result.errors
     assert "data-math=" in result.dom and 'data-math="0"' not in result.dom
+
+
+def toc_pages():
+    import yaml
+
+    toc = yaml.safe_load((HTML.parents[1] / "_toc.yml").read_text())
+    return [chapter["file"] for part in toc["parts"] for chapter in part["chapters"]]
+
+
+# Runs in the page after load: counts what rendered and what failed, and writes it into the DOM.
+INSPECT_PAGE = """
+setTimeout(function () {
+  var out = document.body.dataset;
+  var views = document.querySelectorAll('.llmlab-view');
+  out.views = views.length;
+  out.viewsDrawn = document.querySelectorAll('.llmlab-view[data-rendered="yes"]').length;
+  out.widgets = document.querySelectorAll('.jupyter-widgets.widget-container, .jupyter-widgets.widget-inline-hbox, .jupyter-widgets.widget-slider').length;
+  out.math = document.querySelectorAll('mjx-container').length;
+  var prose = document.querySelector('article').cloneNode(true);   // the text outside code cells
+  prose.querySelectorAll('pre, code, script, style, .cell_input').forEach(function (n) { n.remove(); });
+  out.rawMath = (prose.textContent.match(/\\$\\$|\\\\frac|\\\\sqrt/g) || []).length;
+  var broken = [];
+  document.querySelectorAll('article img').forEach(function (img) {
+    if (!img.complete || img.naturalWidth === 0) broken.push(img.getAttribute('src'));
+  });
+  out.brokenImages = broken.join(' ');
+  out.images = document.querySelectorAll('article img').length;
+}, 4000);
+"""
+
+
+def dataset(dom, key):
+    import re
+
+    match = re.search(rf'<body[^>]*\sdata-{key}="([^"]*)"', dom)
+    assert match, f"the page did not report data-{key}"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("name", toc_pages())
+def test_every_page_renders_in_the_browser(name, tmp_path):
+    """Each built page: no script errors, no failed loads, math typeset, figures and views drawn."""
+    shots = Path(os.environ.get("LLMLAB_SCREENSHOTS", tmp_path))
+    shot = shots / (Path(name).name + ".png")
+    result = open_in_browser(page(f"{name}.html"), js=INSPECT_PAGE, screenshot=shot, width=1200, height=1800,
+                             wait_ms=8000)
+    assert not result.errors, result.errors
+    assert dataset(result.dom, "broken-images") == "", "images that did not load: " + dataset(result.dom, "broken-images")
+    assert dataset(result.dom, "raw-math") == "0", "math left untypeset on the page"
+    views, drawn = int(dataset(result.dom, "views")), int(dataset(result.dom, "views-drawn"))
+    assert drawn == views, f"only {drawn} of {views} interactive views were drawn by their script"
+    if Path(name).name[:2].isdigit() and Path(name).name[:2] != "00":
+        widgets = int(dataset(result.dom, "widgets"))
+        assert views + widgets > 0, "every chapter needs an interactive view that works in the static page"
+    assert read_png(shot).std() > 0.05, "the screenshot is blank"

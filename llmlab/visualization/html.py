@@ -106,6 +106,8 @@ class View:
             # script runs, so look next to the script first, then in the document.
             + f"  var root = (s && s.parentNode && s.parentNode.querySelector('#{view_id}')) || document.getElementById('{view_id}');\n"
             + f"  window.llmlab.views['{self.kind}'](root, {to_json(self.data)});\n"
+            # Marks a view that JavaScript has drawn (the book's browser tests look for it).
+            + "  root.setAttribute('data-rendered', 'yes');\n"
             + "})();"
         )
         return (
