@@ -367,7 +367,7 @@ def build_model(config, state_dict: dict):
     with _SkipRandomInit():
         model = Transformer(config)
     # assign=True adopts the loaded tensors instead of copying them into the fresh ones.
-    model.load_state_dict(state_dict, strict=True, assign=True)
+    model.load_state_dict({k: v.contiguous() for k, v in state_dict.items()}, strict=True, assign=True)
     if config.tie_embeddings:  # assign gave the LM head its own Parameter object: share the embedding's again
         model.lm_head.weight = model.tok_embed.weight
     return model
@@ -379,7 +379,6 @@ def load_hf_directory(folder: Path):
     """A Hugging Face checkpoint folder: config.json + *.safetensors (+ tokenizer.json)."""
     from safetensors.torch import load_file
 
-    from llmlab.config import ModelConfig  # noqa: F401  (imported for its errors' sake)
     from llmlab.convert import convert_hf_checkpoint
     from llmlab.tokenization import tokenizer_from_json
 
