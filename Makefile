@@ -13,7 +13,7 @@ book: env models assets fonts figures glossary
 	@echo "The book is in _build/html/index.html"
 
 test: book browser
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 env: $(STAMP)
 
