@@ -14,7 +14,8 @@ def make_book(folder: Path, code: str) -> Path:
     """A one-chapter book with the project's own _config.yml and a notebook running `code`."""
     folder.mkdir()
     shutil.copy(ROOT / "_config.yml", folder / "_config.yml")
-    (folder / "assets").symlink_to(ROOT / "assets")
+    for shared in ["assets", "_ext"]:   # the vendored scripts and the book's Sphinx extension
+        (folder / shared).symlink_to(ROOT / shared)
     (folder / "intro.md").write_text("# A test book\n")
     (folder / "_toc.yml").write_text("format: jb-book\nroot: intro\nchapters:\n  - file: chapter\n")
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A chapter"),
