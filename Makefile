@@ -43,7 +43,7 @@ fonts:
 # Diagrams: every script in figures/ writes its SVG into figures/generated/.
 figures: env
 	@mkdir -p figures/generated
-	@for script in figures/*.py; do [ -e "$$script" ] || continue; echo "figure: $$script"; $(PY) "$$script" || exit 1; done
+	@for script in figures/ch*.py; do [ -e "$$script" ] || continue; echo "figure: $$script"; $(PY) "$$script" || exit 1; done
 
 # The glossary page, from the per-chapter term lists in glossary/.
 glossary: env

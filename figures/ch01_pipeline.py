@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch01_pipeline.svg")
 
@@ -45,9 +46,7 @@ def main() -> None:
     ax.set_xlim(-0.1, total + 0.1)
     ax.set_ylim(-0.1, height + 0.65)
     ax.axis("off")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, bbox_inches="tight")
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT, bbox_inches="tight")
 
 
 if __name__ == "__main__":

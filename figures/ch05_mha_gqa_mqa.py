@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch05_mha_gqa_mqa.svg")
 QUERY, KV = "#4c72b0", "#dd8452"
@@ -45,9 +46,7 @@ def main():
     fig.text(0.5, 0.01, "SmolLM2-135M: GQA, 9 query heads / 3 KV heads.   Gemma-3-270M: MQA, 4 query heads / 1 KV head.",
              ha="center", fontsize=9, color="#444444")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, format="svg", metadata={"Date": None})
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch07_norm_placement.svg")
 COLOURS = {"norm": "#55a868", "sub": "#4c72b0", "add": "#c44e52"}
@@ -66,9 +67,7 @@ def main():
            [(0.6, "norm", "norm"), (1.7, "attention", "sub"), (2.8, "norm", "norm"), (3.9, "", "add")],
            -0.35, 3.9, "x = x + norm(attn(norm(x)))")
     fig.tight_layout()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, format="svg", metadata={"Date": None})
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch08_stack.svg")
 COLOURS = {"io": "#8c8c8c", "embed": "#937860", "norm": "#55a868", "attn": "#4c72b0", "ffn": "#dd8452",
@@ -71,9 +72,7 @@ def main():
     ax.set_aspect("equal")
     ax.axis("off")
     fig.tight_layout()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, format="svg", metadata={"Date": None})
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch10_prefill_decode.svg")
 PROMPT, NEW, CACHE, ACTIVE = "#4c72b0", "#dd8452", "#c8d6e8", "#55a868"
@@ -67,9 +68,7 @@ def main():
     ax.set_ylim(0.2, 4.0)
     ax.axis("off")
     fig.tight_layout()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, format="svg", metadata={"Date": None})
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT)
 
 
 if __name__ == "__main__":

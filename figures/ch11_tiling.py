@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Polygon, Rectangle  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch11_tiling.svg")
 N = 6            # tiles per side
@@ -71,9 +72,7 @@ def main():
     bx.text(0.02, 0.02, "memory in use: q, k, v, out and one tile,\nnever the T x T matrix",
             fontsize=9, color=CURRENT, transform=bx.transAxes, fontweight="bold")
     fig.tight_layout()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, format="svg", metadata={"Date": None})
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch13_three_architectures.svg")
 ENC, DEC, HEAD, IO = "#b9e3c6", "#c6dbf7", "#f7c6d0", "#eeeeee"
@@ -80,9 +81,7 @@ def main() -> None:
         ax.set_xlim(-0.1, width)
         ax.set_ylim(0, 4.5)
         ax.axis("off")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, bbox_inches="tight")
-    print(f"wrote {OUT}")
+    save_svg(fig, OUT, bbox_inches="tight")
 
 
 if __name__ == "__main__":
