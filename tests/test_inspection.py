@@ -17,21 +17,10 @@ from llmlab.inspection import (
 )
 from llmlab.inspection.capture import hook_shape
 from llmlab.model import Transformer
+from fakes import CharTokenizer
 
 DEVICES = available_devices()
 PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
-
-
-class CharTokenizer:
-    """a..z and space, one id each (other ids decode as <id>): enough to drive a tiny random model."""
-
-    alphabet = " abcdefghijklmnopqrstuvwxyz"
-
-    def encode(self, text, add_special_tokens=True):
-        return [self.alphabet.index(c) for c in text.lower() if c in self.alphabet]
-
-    def decode(self, ids):
-        return "".join(self.alphabet[i] if i < len(self.alphabet) else f"<{i}>" for i in ids)
 
 
 TOK = CharTokenizer()

@@ -13,6 +13,7 @@ from llmlab.visualization import (
 )
 from llmlab.visualization.html import pack_unit_floats, to_json, visible
 from llmlab.visualization.widgets import filtered_probs
+from fakes import CharTokenizer
 
 TOKENS = ["The", " cat", " sat", " on", " the", " mat", "</script>"]
 
@@ -177,18 +178,6 @@ def test_filtered_probs_matches_sampling_functions():
     ref = torch.softmax(top_p_filter(top_k_filter(logits[None] / 0.7, 3), 0.9), -1)[0]
     np.testing.assert_allclose(probs, ref.numpy(), atol=1e-6)
     assert keep.tolist() == (ref > 0).tolist()
-
-
-class CharTokenizer:
-    """a..z and space, one id each (other ids decode as <id>): enough to drive a tiny random model."""
-
-    alphabet = " abcdefghijklmnopqrstuvwxyz"
-
-    def encode(self, text, add_special_tokens=True):
-        return [self.alphabet.index(c) for c in text.lower() if c in self.alphabet]
-
-    def decode(self, ids):
-        return "".join(self.alphabet[i] if i < len(self.alphabet) else f"<{i}>" for i in ids)
 
 
 @pytest.fixture(scope="module")
