@@ -169,6 +169,21 @@ def test_cka_matches_the_kernel_formula():
         linear_cka(X, Y[:5])
 
 
+@pytest.mark.parametrize("n", [6, 40])   # fewer inputs than every width, and more
+def test_cka_matrix_equals_linear_cka_on_every_pair(n):
+    torch.manual_seed(n)
+    base = torch.randn(n, 12)
+    reps_a = [base, base @ torch.randn(12, 20), torch.randn(n, 9)]
+    reps_b = [base + 0.1 * torch.randn(n, 12), torch.randn(n, 30)]
+    expected = torch.tensor([[linear_cka(a, b).item() for b in reps_b] for a in reps_a])
+    torch.testing.assert_close(cka_matrix(reps_a, reps_b), expected, atol=1e-6, rtol=1e-6)
+    square = cka_matrix(reps_a)
+    torch.testing.assert_close(square, square.T)
+    torch.testing.assert_close(torch.diagonal(square), torch.ones(3))
+    with pytest.raises(ValueError, match="same n rows"):
+        cka_matrix([base, base[:-1]])
+
+
 def test_cosine_helpers_and_cache_similarities():
     torch.manual_seed(2)
     a, b = torch.randn(6, 8), torch.randn(4, 8)

@@ -58,9 +58,35 @@ def linear_cka(X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
 
 
 def cka_matrix(reps_a: list[torch.Tensor], reps_b: list[torch.Tensor] | None = None) -> torch.Tensor:
-    """CKA between every pair: e.g. each layer of model A vs each layer of model B -> (len_a, len_b)."""
+    """CKA between every pair: e.g. each layer of model A vs each layer of model B -> (len_a, len_b).
+
+    Same value as linear_cka on every pair. With fewer inputs than features (n <= d, the usual case
+    for a prompt or a handful of sentences) it is much faster: |Yc^T Xc|_F^2 equals the inner product
+    <Xc Xc^T, Yc Yc^T> of the two (n, n) Gram matrices, so each representation's Gram matrix is
+    built once and every pair costs one n x n dot product instead of three d x d products.
+    """
     reps_b = reps_a if reps_b is None else reps_b
-    return torch.stack([torch.stack([linear_cka(a, b) for b in reps_b]) for a in reps_a])
+    if len(reps_a) == 0 or len(reps_b) == 0:
+        raise ValueError("cka_matrix needs at least one representation on each side, e.g. a list of layers.")
+    for rep in [*reps_a, *reps_b]:
+        if rep.dim() != 2 or rep.shape[0] != reps_a[0].shape[0]:
+            raise ValueError(f"cka_matrix needs (n, d) matrices with the same n rows (one per input); got "
+                             f"{tuple(rep.shape)} next to {tuple(reps_a[0].shape)}.")
+    if reps_a[0].shape[0] < 2:
+        raise ValueError("linear_cka needs at least 2 inputs (rows); centering one row leaves all zeros.")
+
+    if reps_a[0].shape[0] > max(rep.shape[1] for rep in [*reps_a, *reps_b]):
+        # many inputs: (n, n) Gram matrices would be larger than the (d, d) products of linear_cka
+        return torch.stack([torch.stack([linear_cka(a, b) for b in reps_b]) for a in reps_a])
+
+    def unit_gram(X):                                     # (n, d) -> (n*n,) with |K|_F = 1
+        Xc = X.double() - X.double().mean(0, keepdim=True)
+        K = (Xc @ Xc.T).flatten()                         # (n, n) Gram matrix, flattened
+        return K / K.norm().clamp_min(1e-30)
+
+    grams_a = torch.stack([unit_gram(X) for X in reps_a])                        # (len_a, n*n)
+    grams_b = grams_a if reps_b is reps_a else torch.stack([unit_gram(Y) for Y in reps_b])
+    return (grams_a @ grams_b.T).float()                                         # (len_a, len_b)
 
 
 def _stack_layers(cache, batch: int = 0) -> torch.Tensor:
