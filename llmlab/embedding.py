@@ -31,7 +31,7 @@ class TokenEmbedding(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int, scale: float | None = None):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * 0.02)
+        self.weight = nn.Parameter(nn.init.normal_(torch.empty(vocab_size, d_model), std=0.02))
         self.scale = scale
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

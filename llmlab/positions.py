@@ -42,7 +42,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def __init__(self, max_seq_len: int, d_model: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_seq_len, d_model) * 0.01)
+        self.weight = nn.Parameter(nn.init.normal_(torch.empty(max_seq_len, d_model), std=0.01))
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.weight[positions]  # (..., T, d)
