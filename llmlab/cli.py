@@ -1,8 +1,9 @@
-"""The `llmlab` command line: tools for instructors.
+"""The `llmlab` command line: tools for instructors, and for the converted-model cache.
 
     llmlab assign SRC... --out DIR            student copies without solutions
     llmlab grade SUBMISSIONS --out REPORT     run submissions, write grades.csv and grades.json
     llmlab exercises                          list the automatically checked exercises
+    llmlab cache [--clean [--dry-run]]        list the cache entries; delete the stale ones
 
 See the instructor guide appendix of the book for an example run.
 """
@@ -13,7 +14,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llmlab", description="llmlab tools for instructors.")
+    parser = argparse.ArgumentParser(prog="llmlab", description="llmlab tools for instructors and for the model cache.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("assign", help="write student notebooks: solution cells become NotImplementedError stubs")
@@ -31,7 +32,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
 
     sub.add_parser("exercises", help="list the automatically checked exercises")
+
+    p = sub.add_parser("cache", help="list llmlab's converted-model cache ($LLMLAB_CACHE, default ~/.cache/llmlab)")
+    p.add_argument("--clean", action="store_true",
+                   help="delete the stale entries (source file gone or changed, unfinished conversions)")
+    p.add_argument("--dry-run", action="store_true", help="with --clean: only say what would be deleted")
     return parser
+
+
+def _cache_command(clean: bool, dry_run: bool) -> None:
+    from llmlab.loading import cache_entries, cache_root, clean_cache
+
+    def mib(n):
+        return f"{n / 2**20:,.0f} MiB"
+
+    entries = cache_entries()
+    print(f"llmlab cache: {cache_root()} ({len(entries)} entries, {mib(sum(e.bytes for e in entries))})")
+    for entry in entries:
+        print(f"  {entry.folder.name:<36} {mib(entry.bytes):>10}  {entry.status}")
+    if clean:
+        removed = clean_cache(dry_run=dry_run)
+        verb = "would delete" if dry_run else "deleted"
+        print(f"{verb} {len(removed)} stale entries, {mib(sum(e.bytes for e in removed))}")
+    elif any(e.stale for e in entries):
+        print("llmlab cache --clean deletes the stale entries (a later load converts again if ever needed).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
             expected = [e.strip() for e in args.expected.split(",") if e.strip()] if args.expected else None
             grade(args.submissions, args.out, timeout=args.timeout, expected=expected,
                   assignment=args.assignment, kernel=args.kernel)
+        elif args.command == "cache":
+            if args.dry_run and not args.clean:
+                raise ValueError("--dry-run goes with --clean: llmlab cache --clean --dry-run")
+            _cache_command(args.clean, args.dry_run)
         else:
             from llmlab.exercises import EXERCISES
             for ex in EXERCISES:

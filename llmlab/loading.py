@@ -20,9 +20,13 @@ seconds to a minute) and the result is cached under ``$LLMLAB_CACHE`` (default
         model.safetensors    float32 weights in llmlab's naming
         tokenizer/           whatever the tokenizer's save() writes
         manifest.json        format version + sha256 of every file above (written last)
+        used_by.txt          other copies of the same GGUF file that loaded this entry
 
-The next load checks every checksum before trusting the files; anything missing, truncated
-or corrupt is rebuilt from the GGUF file, with a warning.
+The folder's suffix hashes the GGUF file's size and samples of its content, not its path, so a
+second virtual environment or clone with the same model package reuses the entry. The next load
+checks every checksum before trusting the files; anything missing, truncated or corrupt is
+rebuilt from the GGUF file, with a warning. ``llmlab cache`` lists the entries and their sizes;
+``llmlab cache --clean`` deletes the ones no load can use any more.
 """
 from __future__ import annotations
 
@@ -176,15 +180,29 @@ def cache_root() -> Path:
     return Path(os.environ.get("LLMLAB_CACHE") or Path.home() / ".cache" / "llmlab").expanduser()
 
 
-def source_identity(path: Path) -> str:
-    """A short hash of where the source file is, how big it is and when it changed.
+SAMPLE_BYTES = 1 << 20      # source_identity hashes the first and last MiB ...
+SAMPLE_BLOCKS = 32          # ... and this many blocks of 64 KiB spread evenly between them
 
-    A reinstalled or edited file gets a new cache folder; hashing 100 MB-1 GB of content on
-    every load would cost more than the load itself.
+
+def source_identity(path: Path) -> str:
+    """A short hash of the source file's size and of samples of its content.
+
+    The same file gets the same cache folder wherever it is installed, so a fresh virtual
+    environment or a second clone of the book reuses the conversion; a different or edited file
+    gets a new folder. Hashing all of a 100 MB-1 GB file on every load would cost more than the
+    load itself, so only its first and last MiB (the GGUF header with all its metadata, and the
+    end of the tensor data) and 32 evenly spaced 64 KiB blocks are read.
     """
-    stat = path.stat()
-    key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
-    return hashlib.sha256(key.encode()).hexdigest()[:10]
+    size = path.stat().st_size
+    digest = hashlib.sha256(f"{size}|".encode())
+    block = 64 << 10
+    offsets = [0, max(0, size - SAMPLE_BYTES)]
+    offsets += [size * (i + 1) // (SAMPLE_BLOCKS + 1) for i in range(SAMPLE_BLOCKS)]
+    with open(path, "rb") as f:
+        for i, offset in enumerate(offsets):
+            f.seek(offset)
+            digest.update(f.read(SAMPLE_BYTES if i < 2 else block))
+    return digest.hexdigest()[:10]
 
 
 def cache_dir_for(path: Path, cache_name: str | None = None) -> Path:
@@ -197,7 +215,9 @@ def load_gguf(path: Path, cache_name: str | None = None, progress: bool = True):
     folder = cache_dir_for(path, cache_name)
     if folder.exists():
         try:
-            return load_cached(folder)
+            loaded = load_cached(folder)
+            _remember_source(folder, path)
+            return loaded
         except CacheInvalid as problem:
             warnings.warn(f"The llmlab cache in {folder} is not usable ({problem}); rebuilding it from {path}.",
                           stacklevel=2)
@@ -371,6 +391,92 @@ def build_model(config, state_dict: dict):
     if config.tie_embeddings:  # assign gave the LM head its own Parameter object: share the embedding's again
         model.lm_head.weight = model.tok_embed.weight
     return model
+
+
+# --------------------------------------------------------------------------- looking after the cache
+
+USED_BY = "used_by.txt"   # other paths of the same source file that loaded an entry, one per line
+
+
+def _remember_source(folder: Path, path: Path) -> None:
+    """Note that `path` (e.g. a second clone's copy of the model file) uses this entry, so that
+    clean_cache keeps the entry while any of its sources is still there. Best effort."""
+    where = str(path.resolve())
+    if where in _entry_sources(folder):
+        return
+    try:
+        with open(folder / USED_BY, "a", encoding="utf-8") as f:
+            f.write(where + "\n")
+    except OSError:
+        pass
+
+
+def _entry_sources(folder: Path) -> list[str]:
+    sources = []
+    try:
+        sources.append(json.loads((folder / "manifest.json").read_text())["source"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        sources += [line for line in (folder / USED_BY).read_text(encoding="utf-8").splitlines() if line]
+    except OSError:
+        pass
+    return list(dict.fromkeys(sources))
+
+
+@dataclass
+class CacheEntry:
+    folder: Path
+    bytes: int
+    sources: list        # the model files that were converted into, or loaded, this entry
+    status: str          # "in use" | "stale: ..." (safe to delete: it would never be loaded again)
+
+    @property
+    def stale(self) -> bool:
+        return self.status != "in use"
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def cache_entries(root: Path | None = None) -> list[CacheEntry]:
+    """Every folder under the cache root, with its size and whether a load could still use it.
+
+    An entry is stale when none of its source files exists any more with the same content (the
+    virtual environment or clone it came from was deleted, the package was upgraded), when its
+    manifest is missing (a conversion that died), or when it is a leftover temporary folder.
+    """
+    root = cache_root() if root is None else Path(root)
+    entries = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        size = _folder_bytes(folder)
+        if folder.name.startswith("."):
+            age = time.time() - folder.stat().st_mtime
+            if age > 3600:   # younger ones may be a conversion still being written
+                entries.append(CacheEntry(folder, size, [], "stale: leftover temporary folder"))
+            continue
+        sources = _entry_sources(folder)
+        if not (folder / "manifest.json").is_file():
+            status = "stale: no manifest (an unfinished conversion)"
+        else:
+            status = "stale: its source files are gone or changed"
+            for source in sources:
+                source_path = Path(source)
+                if source_path.is_file() and folder.name.endswith("-" + source_identity(source_path)):
+                    status = "in use"
+                    break
+        entries.append(CacheEntry(folder, size, sources, status))
+    return entries
+
+
+def clean_cache(root: Path | None = None, dry_run: bool = False) -> list[CacheEntry]:
+    """Delete the stale entries of cache_entries() (never one in use); return what was (or would be) deleted."""
+    stale = [entry for entry in cache_entries(root) if entry.stale]
+    if not dry_run:
+        for entry in stale:
+            shutil.rmtree(entry.folder, ignore_errors=True)
+    return stale
 
 
 # --------------------------------------------------------------------------- Hugging Face directories and the hub

@@ -287,3 +287,65 @@ def test_local_directory_errors(tmp_path):
         load(str(empty))
     with pytest.raises(ValueError, match="not a .gguf file"):
         load(str(empty / "config.json"))
+
+
+# ------------------------------------------------------------------ the same file in two places; cleaning
+
+def test_source_identity_follows_content_not_path(tmp_path):
+    data = bytes(range(256)) * 20_000                      # 5 MB: samples from the head, tail and middle
+    a, b = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf"
+    for path in (a, b):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    os.utime(b, (0, 0))                                    # another install time
+    assert loading.source_identity(a) == loading.source_identity(b)
+    b.write_bytes(data + b"x")                             # longer
+    assert loading.source_identity(a) != loading.source_identity(b)
+    b.write_bytes(b"X" + data[1:])                         # same size, another header
+    assert loading.source_identity(a) != loading.source_identity(b)
+
+
+@needs_smol
+def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(smol_cache, tmp_path,
+                                                                               monkeypatch, capsys):
+    from llmlab.cli import main
+
+    _, model, tokenizer = smol_cache
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LLMLAB_CACHE", str(cache))
+    conversions = []
+    monkeypatch.setattr(loading, "convert_gguf",
+                        lambda path, progress=True: conversions.append(path) or (model.config, model.state_dict(),
+                                                                                 tokenizer))
+    first, second = tmp_path / "venv1" / "model.gguf", tmp_path / "venv2" / "model.gguf"
+    for copy in (first, second):                           # e.g. the package in two clones of the book
+        copy.parent.mkdir()
+        shutil.copyfile(SMOL_GGUF, copy)
+    load(first)
+    load(second)
+    assert len(conversions) == 1, "the second copy must reuse the first one's conversion"
+    [entry] = loading.cache_entries()
+    assert entry.status == "in use" and entry.sources == [str(first.resolve()), str(second.resolve())]
+
+    leftover = cache / ".model-0123.tmp-1-abcd"            # a conversion killed long ago
+    leftover.mkdir()
+    (leftover / "model.safetensors").write_bytes(b"half")
+    os.utime(leftover, (time.time() - 7200,) * 2)
+    running = cache / ".model-4567.tmp-2-ef01"             # one still being written: left alone
+    running.mkdir()
+    assert [e.folder for e in loading.clean_cache()] == [leftover]
+    assert entry.folder.is_dir() and running.is_dir()
+
+    first.unlink()                                         # one clone deleted: the other still uses it
+    assert loading.cache_entries()[0].status == "in use"
+    second.unlink()
+    assert main(["cache", "--clean", "--dry-run"]) == 0
+    assert "would delete 1 stale entries" in capsys.readouterr().out and entry.folder.is_dir()
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert "stale: its source files are gone or changed" in out and "llmlab cache --clean" in out
+    assert main(["cache", "--clean"]) == 0
+    assert "deleted 1 stale entries" in capsys.readouterr().out
+    assert not entry.folder.exists() and running.is_dir()
+    assert main(["cache", "--dry-run"]) == 2
+    assert "--dry-run goes with --clean" in capsys.readouterr().err
