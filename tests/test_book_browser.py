@@ -111,3 +111,15 @@ def test_every_page_renders_in_the_browser(name, tmp_path):
         widgets = int(dataset(result.dom, "widgets"))
         assert views + widgets > 0, "every chapter needs an interactive view that works in the static page"
     assert read_png(shot).std() > 0.05, "the screenshot is blank"
+
+
+def test_wide_screens_get_a_wider_article_for_the_code(tmp_path):
+    measure = ("setTimeout(function () { var a = document.querySelector('.bd-article-container');"
+               "document.body.dataset.articleWidth = Math.round(a.getBoundingClientRect().width); }, 500);")
+    widths = {}
+    for window in (1300, 1800):
+        result = open_in_browser(page("chapters/10_kv_cache.html"), js=measure, width=window, height=900)
+        assert not result.errors, result.errors
+        widths[window] = int(result.dom.split('data-article-width="')[1].split('"')[0])
+    # 1800 px: the page grows to 100rem (assets/llmlab-book.css) instead of the theme's 88rem
+    assert widths[1800] >= 1000 and widths[1800] > widths[1300] + 150, widths
