@@ -20,12 +20,19 @@ def get_device(device: str | torch.device | None = None) -> torch.device:
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={device!r} is not a device name torch knows. Use 'cpu', 'cuda', 'cuda:0' or "
+                         "'mps' (or leave device=None to pick the best available device).") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(
             f"device={str(device)!r} was asked for, but this machine has no CUDA GPU that torch can see. "
             "Use device='cpu' (or leave device=None to pick the best available device)."
         )
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise RuntimeError(f"device={str(device)!r} was asked for, but this machine has "
+                           f"{torch.cuda.device_count()} CUDA GPU(s), numbered from 0. Use device='cuda:0'.")
     if device.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
         raise RuntimeError(f"device={str(device)!r} was asked for, but MPS is not available here. Use device='cpu'.")
     return device

@@ -112,3 +112,17 @@ def test_unsupported_rope_scaling():
     cfg["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}
     with pytest.raises(ValueError, match="'yarn' is not supported"):
         convert_hf_checkpoint(cfg, hf.state_dict())
+
+
+def test_unknown_or_absent_device_names():
+    from llmlab.devices import get_device
+
+    with pytest.raises(ValueError, match="'tpu' is not a device name torch knows. Use 'cpu', 'cuda'"):
+        get_device("tpu")
+    count = torch.cuda.device_count()
+    if count == 0:
+        with pytest.raises(RuntimeError, match="no CUDA GPU that torch can see. Use device='cpu'"):
+            get_device("cuda")
+    with pytest.raises(RuntimeError, match=f"has {count} CUDA GPU|no CUDA GPU"):
+        get_device(f"cuda:{count}")
+    assert get_device("cpu") == torch.device("cpu")
