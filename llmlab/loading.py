@@ -436,6 +436,11 @@ class CacheEntry:
         return self.status != "in use"
 
 
+_ENTRY_NAME = re.compile(r"[\w.-]+-[0-9a-f]{10}")                       # cache_dir_for's names
+_TEMP_NAME = re.compile(r"\.[\w.-]+-[0-9a-f]{10}\.(tmp|old)-[\w-]+")     # write_cache's temporary folders
+_ENTRY_FILES = ("manifest.json", "config.json", "model.safetensors", "tokenizer")
+
+
 def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
@@ -450,12 +455,15 @@ def cache_entries(root: Path | None = None) -> list[CacheEntry]:
     root = cache_root() if root is None else Path(root)
     entries = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        size = _folder_bytes(folder)
-        if folder.name.startswith("."):
-            age = time.time() - folder.stat().st_mtime
-            if age > 3600:   # younger ones may be a conversion still being written
-                entries.append(CacheEntry(folder, size, [], "stale: leftover temporary folder"))
+        # Only folders that write_cache names and fills are looked at: $LLMLAB_CACHE may point
+        # somewhere that holds other things too, and those are never listed or deleted.
+        if _TEMP_NAME.fullmatch(folder.name):
+            if time.time() - folder.stat().st_mtime > 3600:   # a younger one may still be being written
+                entries.append(CacheEntry(folder, _folder_bytes(folder), [], "stale: leftover temporary folder"))
             continue
+        if not _ENTRY_NAME.fullmatch(folder.name) or not any((folder / f).exists() for f in _ENTRY_FILES):
+            continue
+        size = _folder_bytes(folder)
         sources = _entry_sources(folder)
         if not (folder / "manifest.json").is_file():
             status = "stale: no manifest (an unfinished conversion)"

@@ -327,14 +327,24 @@ def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(s
     [entry] = loading.cache_entries()
     assert entry.status == "in use" and entry.sources == [str(first.resolve()), str(second.resolve())]
 
-    leftover = cache / ".model-0123.tmp-1-abcd"            # a conversion killed long ago
+    leftover = cache / f".{entry.folder.name}.tmp-1-abcd1234"     # a conversion killed long ago
     leftover.mkdir()
     (leftover / "model.safetensors").write_bytes(b"half")
     os.utime(leftover, (time.time() - 7200,) * 2)
-    running = cache / ".model-4567.tmp-2-ef01"             # one still being written: left alone
+    running = cache / f".{entry.folder.name}.tmp-2-ef012345"      # one still being written: left alone
     running.mkdir()
-    assert [e.folder for e in loading.clean_cache()] == [leftover]
-    assert entry.folder.is_dir() and running.is_dir()
+    # $LLMLAB_CACHE may hold things that are not llmlab's: never listed, never deleted
+    foreign = [cache / "my-notes", cache / "photos-0123456789", cache / ".git"]
+    for folder in foreign:
+        folder.mkdir()
+        (folder / "keep.txt").write_text("mine")
+        os.utime(folder, (time.time() - 7200,) * 2)
+    unfinished = cache / "smollm2-135m-abcdef0123"                # died before writing its manifest
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text("{}")
+    assert loading.cache_entries()[-1].status == "stale: no manifest (an unfinished conversion)"
+    assert sorted(e.folder for e in loading.clean_cache()) == sorted([leftover, unfinished])
+    assert entry.folder.is_dir() and running.is_dir() and all(f.is_dir() for f in foreign)
 
     first.unlink()                                         # one clone deleted: the other still uses it
     assert loading.cache_entries()[0].status == "in use"
@@ -346,6 +356,6 @@ def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(s
     assert "stale: its source files are gone or changed" in out and "llmlab cache --clean" in out
     assert main(["cache", "--clean"]) == 0
     assert "deleted 1 stale entries" in capsys.readouterr().out
-    assert not entry.folder.exists() and running.is_dir()
+    assert not entry.folder.exists() and running.is_dir() and all((f / "keep.txt").exists() for f in foreign)
     assert main(["cache", "--dry-run"]) == 2
     assert "--dry-run goes with --clean" in capsys.readouterr().err
