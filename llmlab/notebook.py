@@ -46,3 +46,20 @@ def use_book_style() -> None:
         "axes.spines.right": False,
         "figure.figsize": (7, 3.5),
     })
+
+
+def glue(name: str, value, display: bool = False):
+    """Record `value` under `name` so that the book's prose can quote it: {glue:text}`name:.2f`.
+
+    When the book is built, MyST-NB stores the value with the notebook's outputs and the markdown
+    shows the number this very run computed. Where MyST-NB is not installed (Colab, a plain Jupyter)
+    nothing is recorded, and with display=True the value is simply shown.
+    """
+    try:
+        from myst_nb import glue as myst_glue
+    except ImportError:
+        if display:
+            from IPython.display import display as show
+            show(value)
+        return
+    myst_glue(name, value, display=display)

@@ -107,4 +107,10 @@ def test_every_chapter_has_a_colab_link_to_its_notebook():
         for link in links:
             assert link.endswith(".ipynb"), link
             assert f"/github/{base}/blob/{CONFIG['repository']['branch']}/" in link, link
-            assert link.endswith(f"chapters/{notebook.name}"), link
+            assert "/./" not in link, link
+        read = [link for link in links if link.endswith(f"/blob/{CONFIG['repository']['branch']}/chapters/{notebook.name}")]
+        practise = [link for link in links if link.endswith(f"/blob/{CONFIG['repository']['branch']}/practise/{notebook.name}")]
+        assert read, f"no 'Colab: read' link on {notebook.stem}.html: {links}"
+        assert practise, f"no 'Colab: practise' link on {notebook.stem}.html: {links}"
+        assert (ROOT / "practise" / notebook.name).exists()
+        assert "Colab: practise" in page and "Colab: read" in page
