@@ -1,0 +1,220 @@
+"""Causal tests of what a layer does: activation patching and direct logit attribution.
+
+The logit lens and similarity *read* the residual stream; they cannot say whether the model
+*uses* what they read. The two methods here change or split the computation and measure the answer.
+
+Causal tracing (activation patching). Run a clean prompt ("The Eiffel Tower is in the city of")
+and a corrupted one (the subject's embeddings drowned in noise, or another subject). Then rerun
+the corrupted prompt once per (layer, position), each time restoring that single activation from
+the clean run. Where one restored vector brings the answer back, the information lives there.
+
+    trace = causal_trace(model, ids, answer=paris_id, noise_positions=[1, 2, 3])
+    trace.effect          # (n_layers, T): p(answer) after each single restore
+    trace.recovered()     # the same on a 0 (corrupted) .. 1 (clean) scale
+
+Direct logit attribution. In a pre-norm model the last residual vector is a plain sum: the
+embedding plus what every attention and FFN sublayer added. The final norm is not linear, but
+once its scale is frozen at its value on this run, the answer's logit splits into one term per
+sublayer, and the terms add up to the logit exactly.
+
+    dla = direct_logit_attribution(model, ids, target=paris_id)
+    dla.labels, dla.contributions    # ["embed", "attn 0", "mlp 0", ...], (2 * n_layers + 1,)
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from llmlab.inspection.capture import as_ids, capture, hooks, token_strings
+
+SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
+
+
+def _layer_index(model, layer: int) -> int:
+    """A layer number the way Python takes an index: negatives from the end, out of range is an error."""
+    n = model.config.n_layers
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise TypeError(f"a layer must be an int, got {layer!r} ({type(layer).__name__}).")
+    if not -n <= layer < n:
+        raise IndexError(f"layer {layer} does not exist; the model has {n} layers (0..{n - 1}, or -{n}..-1).")
+    return layer % n
+
+
+def _position_index(position: int, T: int) -> int:
+    if not -T <= position < T:
+        raise IndexError(f"position {position} is outside the prompt of {T} tokens (0..{T - 1}, or -{T}..-1).")
+    return position % T
+
+
+def _answer_metric(answer):
+    """answer: a token id (metric = its probability) or a function of the last logits (B, vocab) -> (B,)."""
+    if callable(answer):
+        return answer
+    if isinstance(answer, bool) or not isinstance(answer, int):
+        raise TypeError(f"answer must be a token id (int) or a function logits (B, vocab) -> (B,); got {answer!r}.")
+    return lambda logits: torch.softmax(logits.float(), dim=-1)[:, answer]
+
+
+def logit_diff(token_a: int, token_b: int):
+    """A metric for causal_trace: logit(token_a) - logit(token_b) in each row of (B, vocab) logits."""
+    return lambda logits: logits[:, token_a].float() - logits[:, token_b].float()
+
+
+@dataclasses.dataclass
+class TraceResult:
+    effect: torch.Tensor         # (len(layers), len(positions)): the metric after each single restore
+    layers: list[int]            # which layers the rows are
+    positions: list[int]         # which positions the columns are
+    clean: float                 # the metric on the clean run
+    corrupted: float             # the metric on the corrupted run, nothing restored
+    site: str                    # what was restored: "resid_post", "mlp_out", ...
+    tokens: list[str] | None     # the clean prompt's tokens, when a tokenizer was given
+
+    def recovered(self) -> torch.Tensor:
+        """effect on a common scale: 0 = no better than the corrupted run, 1 = back to the clean run."""
+        return (self.effect - self.corrupted) / (self.clean - self.corrupted)
+
+
+@torch.no_grad()
+def causal_trace(model, clean, answer, corrupt=None, noise_positions=None, noise_scale: float = 3.0,
+                 seed: int = 0, site: str = "resid_post", layers=None, positions=None, window: int = 1,
+                 tokenizer=None) -> TraceResult:
+    """Restore one clean activation at a time in a corrupted run and measure the answer.
+
+    clean          : the prompt (text with tokenizer, or ids).
+    answer         : a token id (metric: its probability at the last position) or a function
+                     of the last position's logits (B, vocab) -> (B,), e.g. logit_diff(a, b).
+    corrupt        : a corrupted prompt with the same number of tokens, or
+    noise_positions: positions whose embeddings get Gaussian noise instead (the same noise in every
+                     run, from `seed`), of standard deviation noise_scale x the std of the
+                     embedding table's entries (as the model scales them).
+    site           : which activation of block i is restored: one of SITES.
+    layers, positions: which rows and columns to compute (default all; negatives count from the end).
+    window         : restore `site` at this many consecutive layers starting at each row's layer
+                     (sublayer outputs matter little one layer at a time; 1 = a single layer).
+
+    One forward pass per layer: the batch holds one row per position, each restoring its own.
+    """
+    if site not in SITES:
+        raise ValueError(f"site must be one of {SITES}, got {site!r}.")
+    if (corrupt is None) == (noise_positions is None):
+        raise ValueError("Give exactly one corruption: corrupt=<a prompt of the same length> or "
+                         "noise_positions=[positions whose embeddings get noise].")
+    if window < 1:
+        raise ValueError(f"window must be at least 1 (layers restored per row), got {window}.")
+    metric = _answer_metric(answer)
+    ids = as_ids(model, clean, tokenizer)
+    if ids.shape[0] != 1:
+        raise ValueError(f"causal_trace takes one prompt at a time; got a batch of {ids.shape[0]}.")
+    T = ids.shape[1]
+    n_layers = model.config.n_layers
+    layers = list(range(n_layers)) if layers is None else [_layer_index(model, l) for l in layers]
+    positions = list(range(T)) if positions is None else [_position_index(p, T) for p in positions]
+
+    corrupt_hooks = {}
+    if corrupt is not None:
+        corrupt_ids = as_ids(model, corrupt, tokenizer)
+        if corrupt_ids.shape != ids.shape:
+            raise ValueError(f"clean and corrupted prompts must have the same number of tokens so positions line "
+                             f"up; got {T} and {corrupt_ids.shape[1]}. Use noise_positions= for any subject length.")
+    else:
+        corrupt_ids = ids
+        where = torch.tensor([_position_index(p, T) for p in noise_positions], device=ids.device)
+        scale = model.tok_embed.scale or 1.0
+        std = float(model.tok_embed.weight.float().std()) * scale * noise_scale
+        g = torch.Generator().manual_seed(seed)
+        noise = (torch.randn(len(where), model.config.d_model, generator=g) * std).to(ids.device)  # (N, d)
+
+        def add_noise(x):  # (B, T, d)
+            x = x.clone()
+            x[:, where] += noise.to(x.dtype)
+            return x
+        corrupt_hooks["hook_embed"] = add_noise
+
+    names = [f"blocks.{i}.hook_{site}" for i in range(n_layers)]
+    clean_logits, cache = capture(model, ids, names=names)
+    clean_value = float(metric(clean_logits[:, -1]))
+    with hooks(model, corrupt_hooks):
+        corrupted_value = float(metric(model(corrupt_ids, last_only=True)[:, -1]))
+
+    rows = torch.arange(len(positions), device=ids.device)
+    cols = torch.tensor(positions, device=ids.device)
+    batch = corrupt_ids.expand(len(positions), T)  # (P, T): row r restores position positions[r]
+    effect = torch.zeros(len(layers), len(positions))
+    for row, layer in enumerate(layers):
+        def restore(x, name):  # (P, T, d)
+            x = x.clone()
+            x[rows, cols] = cache[name][0, cols].to(x.dtype)
+            return x
+        fns = dict(corrupt_hooks)
+        for l in range(layer, min(layer + window, n_layers)):
+            fns[names[l]] = lambda x, name=names[l]: restore(x, name)
+        with hooks(model, fns):
+            effect[row] = metric(model(batch, last_only=True)[:, -1]).float().cpu()
+    tokens = token_strings(tokenizer, ids[0]) if tokenizer is not None else None
+    return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens)
+
+
+@dataclasses.dataclass
+class AttributionResult:
+    labels: list[str]            # "embed", "attn 0", "mlp 0", ..., "attn L-1", "mlp L-1"
+    contributions: torch.Tensor  # (2 * n_layers + 1,): each part's share of the target logit
+    bias: float                  # what no part owns: the final LayerNorm's bias (0 for RMSNorm)
+    logit: float                 # the target's logit on this run (before any final soft-capping)
+    norm_scale: float            # the final norm's 1 / rms (or 1 / std), frozen at this run's value
+    target: int
+
+    def by_layer(self) -> torch.Tensor:
+        """(n_layers, 2): the attention and FFN contribution of each block."""
+        return self.contributions[1:].view(-1, 2)
+
+
+@torch.no_grad()
+def direct_logit_attribution(model, prompt, target: int, position: int = -1, tokenizer=None) -> AttributionResult:
+    """Split the target token's logit at `position` into the embedding's and each sublayer's share.
+
+    The final residual vector is h = embed + sum_i (attn_i + mlp_i) in a pre-norm (or sandwich)
+    block. The final norm divides h by its rms (LayerNorm: centres it and divides by its std);
+    we freeze that divisor at its value on this run, which makes the readout linear in h:
+
+        logit = sum over parts c of  (w * c / rms) . W_U[target]     (+ bias . W_U[target] for LayerNorm)
+
+    so the parts add up to the logit exactly. The freeze is the approximation: a part's share is
+    what it adds *given* this run's norm, not what the logit would be without it. A final
+    soft-cap (Gemma 2) is left out: the shares add up to the logit before the cap.
+    """
+    if model.config.block == "post":
+        raise ValueError("direct_logit_attribution needs a pre-norm or sandwich block: in a post-norm block the "
+                         "residual stream is renormalised after every sublayer and is no longer a sum of parts.")
+    if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < model.config.vocab_size:
+        raise ValueError(f"target must be a token id in 0..{model.config.vocab_size - 1}, got {target!r}.")
+    ids = as_ids(model, prompt, tokenizer)
+    if ids.shape[0] != 1:
+        raise ValueError(f"direct_logit_attribution takes one prompt at a time; got a batch of {ids.shape[0]}.")
+    pos = _position_index(position, ids.shape[1])
+    n = model.config.n_layers
+    _, cache = capture(model, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", f"blocks.{n - 1}.hook_resid_post"])
+    parts = [cache["hook_embed"][0, pos]]
+    labels = ["embed"]
+    for i in range(n):
+        parts += [cache[f"blocks.{i}.hook_attn_out"][0, pos], cache[f"blocks.{i}.hook_mlp_out"][0, pos]]
+        labels += [f"attn {i}", f"mlp {i}"]
+    parts = torch.stack(parts).double()                       # (2L+1, d)
+    h = cache[f"blocks.{n - 1}.hook_resid_post"][0, pos].double()  # (d,) = parts.sum(0)
+
+    norm = model.final_norm
+    weight = norm.weight.double()
+    bias = 0.0
+    if hasattr(norm, "unit_offset"):                          # RMSNorm: h / rms(h) * w
+        scale = 1.0 / torch.sqrt(h.pow(2).mean() + norm.eps)
+        weight = 1.0 + weight if norm.unit_offset else weight
+    else:                                                     # LayerNorm: (h - mean) / std * w + b
+        scale = 1.0 / torch.sqrt(h.var(unbiased=False) + norm.eps)
+        parts = parts - parts.mean(-1, keepdim=True)         # centring is linear: centre each part
+        if norm.bias is not None:
+            bias = float(norm.bias.double() @ model.lm_head.weight[target].double())
+    direction = weight * model.lm_head.weight[target].double()   # (d,): what the target's logit reads
+    contributions = (parts * scale) @ direction                     # (2L+1,)
+    logit = float(model.lm_head(model.final_norm(h.to(model.dtype)))[target])
+    return AttributionResult(labels, contributions.float().cpu(), bias, logit, float(scale), target)

@@ -1,0 +1,120 @@
+"""Linear probes, and the control task that says what their accuracy is worth.
+
+A probe is a small classifier trained on a layer's vectors to predict a label (the sense of
+"apple", a part of speech). High test accuracy says the label can be read off linearly. But a
+probe can also *memorise*: with few examples in many dimensions, it separates almost any labelling.
+
+The control task (Hewitt and Liang, 2019) measures that. Give every word type (or, for a
+single word in many sentences, every sentence frame) a random label, keep everything else the
+same, and train the same probe. The model's vectors do not "know" random labels, so whatever
+the probe reaches on them is the probe's own doing. Selectivity = task accuracy - control
+accuracy on held-out examples: a probe that scores high on the task and low on the control
+reads the model, not itself.
+
+    result = probe_with_control(X, senses, types=frames)       # X (n, d), labels and types (n,)
+    result.test_accuracy, result.control_test_accuracy, result.selectivity
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+
+def _check(X, labels, name="labels"):
+    if not isinstance(X, torch.Tensor) or X.dim() != 2:
+        raise ValueError(f"X must be a (n_examples, d) tensor of vectors; got "
+                         f"{tuple(X.shape) if isinstance(X, torch.Tensor) else type(X).__name__}.")
+    labels = torch.as_tensor(labels)
+    if labels.shape != (X.shape[0],) or labels.is_floating_point():
+        raise ValueError(f"{name} must be n = {X.shape[0]} integer class ids, one per row of X; got shape "
+                         f"{tuple(labels.shape)}, dtype {labels.dtype}.")
+    return labels.long()
+
+
+def train_probe(X: torch.Tensor, labels, weight_decay: float = 1e-2, steps: int = 100,
+                n_classes: int | None = None) -> torch.nn.Linear:
+    """A logistic-regression probe: a Linear(d, n_classes) fitted with L-BFGS on the cross-entropy
+    plus weight_decay * |W|^2. X is standardised inside (the probe stores the mean and std), so one
+    weight_decay suits any layer's scale."""
+    labels = _check(X, labels)
+    X = X.detach().float().cpu()
+    mean, std = X.mean(0), X.std(0).clamp_min(1e-6)
+    n_classes = int(labels.max()) + 1 if n_classes is None else n_classes
+    probe = torch.nn.Linear(X.shape[1], n_classes).double()
+    Z = ((X - mean) / std).double()                          # (n, d) standardised
+    optimizer = torch.optim.LBFGS(probe.parameters(), max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(probe(Z), labels) + weight_decay * probe.weight.pow(2).sum()
+        loss.backward()
+        return loss
+    with torch.enable_grad():
+        optimizer.step(closure)
+    probe.register_buffer("mean", mean.double())
+    probe.register_buffer("std", std.double())
+    return probe
+
+
+@torch.no_grad()
+def probe_accuracy(probe: torch.nn.Linear, X: torch.Tensor, labels) -> float:
+    """Share of rows of X whose predicted class is their label."""
+    labels = _check(X, labels)
+    Z = (X.detach().double().cpu() - probe.mean) / probe.std
+    return float((probe(Z).argmax(-1) == labels).double().mean())
+
+
+def control_labels(types, n_classes: int, seed: int = 0) -> torch.Tensor:
+    """One random class per distinct type, the same for every example of that type: (n,) long.
+
+    >>> control_labels(["a", "b", "a", "c"], 2, seed=0).tolist()   # doctest: +SKIP
+    [1, 0, 1, 1]
+    """
+    distinct = sorted(set(types), key=str)
+    g = torch.Generator().manual_seed(seed)
+    random_class = torch.randint(0, n_classes, (len(distinct),), generator=g)
+    which = {t: i for i, t in enumerate(distinct)}
+    return torch.stack([random_class[which[t]] for t in types])
+
+
+@dataclasses.dataclass
+class ProbeResult:
+    train_accuracy: float
+    test_accuracy: float
+    control_train_accuracy: float
+    control_test_accuracy: float
+
+    @property
+    def selectivity(self) -> float:
+        """Task accuracy minus control accuracy on the held-out examples."""
+        return self.test_accuracy - self.control_test_accuracy
+
+
+def probe_with_control(X: torch.Tensor, labels, types, test_fraction: float = 0.5, seed: int = 0,
+                       weight_decay: float = 1e-2) -> ProbeResult:
+    """Train the same probe on the real labels and on control labels (random per type); one random split.
+
+    X (n, d): one vector per example; labels (n,): class ids; types (n,): the word type (or frame)
+    of each example, which fixes its control label. The split is random over examples, so a type
+    seen in training can come back in the test set: that is what lets the control be memorised.
+    """
+    labels = _check(X, labels)
+    if len(types) != X.shape[0]:
+        raise ValueError(f"types must give one type per row of X ({X.shape[0]}), got {len(types)}.")
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be between 0 and 1, got {test_fraction}.")
+    n = X.shape[0]
+    n_test = round(n * test_fraction)
+    if n_test < 1 or n - n_test < 2:
+        raise ValueError(f"{n} examples cannot be split into train and test with test_fraction={test_fraction}.")
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(n, generator=g)
+    test, train = order[:n_test], order[n_test:]
+    n_classes = int(labels.max()) + 1
+    control = control_labels(types, n_classes, seed)
+    scores = []
+    for y in (labels, control):
+        probe = train_probe(X[train], y[train], weight_decay, n_classes=n_classes)
+        scores += [probe_accuracy(probe, X[train], y[train]), probe_accuracy(probe, X[test], y[test])]
+    return ProbeResult(*scores)

@@ -1,0 +1,203 @@
+"""Causal tracing, direct logit attribution and linear probes with a control task.
+
+Tiny random models check each method against a computation done another way: a restore
+computed by a single hand-made patch, the restores whose result is known without running
+(undoing the noise at its own position, restoring the last layer's output), the embedding's
+share of a logit from the weights, and the shares adding up to the logit.
+"""
+import pytest
+import torch
+
+from llmlab.config import ModelConfig
+from llmlab.devices import available_devices
+from llmlab.inspection import capture, hooks, patch
+from llmlab.inspection.causal import causal_trace, direct_logit_attribution, logit_diff
+from llmlab.inspection.probes import control_labels, probe_accuracy, probe_with_control, train_probe
+from llmlab.model import Transformer
+
+DEVICES = available_devices()
+PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
+
+
+def tiny(preset="tiny-llama", device="cpu", seed=0):
+    torch.manual_seed(seed)
+    model = Transformer(ModelConfig.preset(preset)).eval().to(device)
+    with torch.no_grad():   # random init is tiny; larger weights make every layer matter
+        for p in model.parameters():
+            p.mul_(5.0) if p.dim() > 1 else None
+    return model
+
+
+def ids_for(model, T=7, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.config.vocab_size, (1, T), generator=g).to(model.device)
+
+
+def prob(model, ids, answer, fns=None):
+    with torch.no_grad(), hooks(model, fns or {}):
+        return float(torch.softmax(model(ids)[0, -1].float(), -1)[answer])
+
+
+# ------------------------------------------------------------------ causal tracing
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_trace_with_a_corrupted_prompt_matches_single_patches(preset, device):
+    model = tiny(preset, device)
+    clean, corrupt = ids_for(model, seed=1), ids_for(model, seed=1).clone()
+    corrupt[0, 2] = (corrupt[0, 2] + 1) % model.config.vocab_size    # another token at position 2
+    answer = int(model(clean)[0, -1].argmax())
+    trace = causal_trace(model, clean, answer, corrupt=corrupt, site="resid_post")
+    assert trace.effect.shape == (model.config.n_layers, 7)
+    assert trace.clean == pytest.approx(prob(model, clean, answer), abs=1e-5)
+    assert trace.corrupted == pytest.approx(prob(model, corrupt, answer), abs=1e-5)
+    _, cache = capture(model, clean)
+    for layer, pos in [(0, 2), (1, 2), (1, 6), (0, 0)]:
+        name = f"blocks.{layer}.hook_resid_post"
+        by_hand = torch.softmax(patch(model, corrupt, name, cache[name], positions=[pos])[0, -1].float(), -1)
+        assert trace.effect[layer, pos] == pytest.approx(float(by_hand[answer]), abs=1e-5)
+    # positions before the changed token see the same past in both runs: restoring them changes nothing
+    torch.testing.assert_close(trace.effect[:, :2], torch.full((model.config.n_layers, 2), trace.corrupted),
+                               atol=1e-5, rtol=0)
+    # the last block's output at the last position is all the readout sees: restoring it is the clean run
+    assert trace.effect[-1, -1] == pytest.approx(trace.clean, abs=1e-5)
+    assert trace.recovered()[-1, -1] == pytest.approx(1.0, abs=1e-4)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_noise_trace_undoing_the_noise_restores_the_clean_run(preset):
+    model = tiny(preset)
+    ids = ids_for(model)
+    answer = int(model(ids)[0, -1].argmax())
+    trace = causal_trace(model, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
+    assert trace.corrupted < trace.clean                       # the noise hurt the answer
+    # resid_pre of block 0 is the embedding: restoring it at the noised position removes the noise
+    assert trace.effect[0, 3] == pytest.approx(trace.clean, abs=1e-5)
+    torch.testing.assert_close(trace.effect[:, :3], torch.full((model.config.n_layers, 3), trace.corrupted),
+                               atol=1e-5, rtol=0)
+    # the same noise every time (seeded), so two traces agree exactly
+    again = causal_trace(model, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
+    torch.testing.assert_close(trace.effect, again.effect)
+
+
+def test_trace_metric_layers_positions_and_windows():
+    model = tiny("tiny-gemma3")
+    ids = ids_for(model)
+    a, b = 5, 9
+    trace = causal_trace(model, ids, logit_diff(a, b), noise_positions=[1, 2], site="mlp_out",
+                         layers=[-1, 0], positions=[-1, 2])
+    assert trace.layers == [2, 0] and trace.positions == [6, 2]
+    with torch.no_grad():
+        logits = model(ids)[0, -1]
+    assert trace.clean == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
+    # a window of every layer restores every FFN output at that position
+    full = causal_trace(model, ids, a, noise_positions=[1], site="attn_out", layers=[0],
+                        window=model.config.n_layers)
+    single = causal_trace(model, ids, a, noise_positions=[1], site="attn_out", layers=[0])
+    assert full.effect.shape == single.effect.shape == (1, 7)
+    assert not torch.allclose(full.effect[0, 1:], single.effect[0, 1:])
+
+
+def test_trace_errors_are_actionable():
+    model = tiny()
+    ids = ids_for(model)
+    with pytest.raises(IndexError, match="layer 2 does not exist"):
+        causal_trace(model, ids, 3, noise_positions=[1], layers=[2])
+    with pytest.raises(IndexError, match="layer -3 does not exist"):
+        causal_trace(model, ids, 3, noise_positions=[1], layers=[-3])
+    with pytest.raises(IndexError, match="position 7 is outside"):
+        causal_trace(model, ids, 3, noise_positions=[7])
+    with pytest.raises(ValueError, match="exactly one corruption"):
+        causal_trace(model, ids, 3)
+    with pytest.raises(ValueError, match="same number of tokens"):
+        causal_trace(model, ids, 3, corrupt=ids[:, :5])
+    with pytest.raises(ValueError, match="site must be one of"):
+        causal_trace(model, ids, 3, noise_positions=[1], site="resid")
+    with pytest.raises(TypeError, match="answer must be a token id"):
+        causal_trace(model, ids, "Paris", noise_positions=[1])
+
+
+# ------------------------------------------------------------------ direct logit attribution
+
+@pytest.mark.parametrize("device", DEVICES, ids=str)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_attributions_add_up_to_the_logit(preset, device):
+    model = tiny(preset, device)
+    if getattr(model.final_norm, "bias", None) is not None:      # LayerNorm: give its bias (zero at init) something to add
+        with torch.no_grad():
+            model.final_norm.bias.normal_()
+    ids = ids_for(model)
+    target = int(model(ids)[0, 3].argmax())
+    dla = direct_logit_attribution(model, ids, target, position=3)
+    n = model.config.n_layers
+    assert dla.labels[:3] == ["embed", "attn 0", "mlp 0"] and len(dla.labels) == 2 * n + 1
+    assert dla.by_layer().shape == (n, 2)
+    with torch.no_grad():
+        logit = float(model(ids)[0, 3, target])
+    assert dla.logit == pytest.approx(logit, abs=1e-4)
+    assert float(dla.contributions.sum()) + dla.bias == pytest.approx(logit, abs=1e-3)
+    assert (preset == "tiny-gpt2") == (dla.bias != 0.0)         # only LayerNorm has a bias of its own
+
+
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma3"])
+def test_embedding_share_computed_from_the_weights(preset):
+    model = tiny(preset)
+    ids = ids_for(model)
+    target = 11
+    dla = direct_logit_attribution(model, ids, target)
+    with torch.no_grad():
+        _, cache = capture(model, ids)
+        h = cache[f"blocks.{model.config.n_layers - 1}.hook_resid_post"][0, -1].double()
+        rms = torch.sqrt(h.pow(2).mean() + model.final_norm.eps)
+        w = model.final_norm.weight.double() + (1.0 if model.config.norm_unit_offset else 0.0)
+        e = model.tok_embed.weight[ids[0, -1]].double() * (model.config.embed_scale or 1.0)
+        by_hand = float((e / rms * w) @ model.lm_head.weight[target].double())
+    assert float(dla.contributions[0]) == pytest.approx(by_hand, rel=1e-4, abs=1e-5)
+    assert dla.norm_scale == pytest.approx(float(1 / rms), rel=1e-6)
+
+
+def test_attribution_errors():
+    with pytest.raises(ValueError, match="pre-norm or sandwich"):
+        direct_logit_attribution(tiny("tiny-2017"), torch.tensor([[1, 2, 3]]), 4)
+    model = tiny()
+    with pytest.raises(ValueError, match="target must be a token id"):
+        direct_logit_attribution(model, torch.tensor([[1, 2, 3]]), 128)
+    with pytest.raises(IndexError, match="position 3 is outside"):
+        direct_logit_attribution(model, torch.tensor([[1, 2, 3]]), 4, position=3)
+
+
+# ------------------------------------------------------------------ probes
+
+def test_probe_reads_a_linear_label_and_the_control_shows_memorisation():
+    g = torch.Generator().manual_seed(0)
+    n, d = 80, 10
+    X = torch.randn(n, d, generator=g)
+    labels = (X[:, 0] > 0).long()                               # linearly readable
+    types = [i // 2 for i in range(n)]                           # pairs of examples share a type
+    result = probe_with_control(X, labels, types, seed=1)
+    assert result.train_accuracy == 1.0 and result.test_accuracy >= 0.9
+    assert result.control_test_accuracy < 0.75                   # random labels: near chance on held-out
+    assert result.selectivity == pytest.approx(result.test_accuracy - result.control_test_accuracy)
+    # many dimensions, few examples: the probe fits even random labels on the training set
+    wide = torch.randn(20, 200, generator=g)
+    random = torch.randint(0, 2, (20,), generator=g)
+    assert probe_accuracy(train_probe(wide, random), wide, random) == 1.0
+
+
+def test_control_labels_are_one_random_label_per_type():
+    types = ["a", "b", "a", "c", "b", "a"] * 5
+    y = control_labels(types, 3, seed=2)
+    assert y.shape == (30,) and y.dtype == torch.long and 0 <= int(y.min()) and int(y.max()) < 3
+    for t in set(types):
+        assert len({int(y[i]) for i in range(30) if types[i] == t}) == 1
+    assert control_labels(types, 3, seed=2).tolist() == y.tolist()
+
+
+def test_probe_errors():
+    X = torch.randn(10, 4)
+    with pytest.raises(ValueError, match="integer class ids"):
+        train_probe(X, torch.rand(10))
+    with pytest.raises(ValueError, match="one type per row"):
+        probe_with_control(X, torch.zeros(10, dtype=torch.long), ["a"] * 9)
+    with pytest.raises(ValueError, match="test_fraction"):
+        probe_with_control(X, torch.zeros(10, dtype=torch.long), ["a"] * 10, test_fraction=1.0)
