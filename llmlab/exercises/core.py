@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import html
-import json
 import math
 import os
 import signal
@@ -106,14 +105,6 @@ def show(result: CheckResult) -> None:
     else:
         print(result)
     result._shown = True
-
-
-def write_report_line(result: CheckResult) -> None:
-    """When $LLMLAB_GRADE_REPORT names a file (set by `llmlab grade`), append one JSON line."""
-    path = os.environ.get("LLMLAB_GRADE_REPORT")
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(result.to_dict()) + "\n")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,16 +225,15 @@ class Learner:
         self.name = name
         self.time_limit = time_limit
         self.last_call = ""
+        self.last_args: tuple = ()
         self.error_hints: list[tuple[str, str]] = []  # (text in the error message, hint) set by a check
 
     def __call__(self, *args, names: tuple[str, ...] = ()):
         shown = [describe(a, n) for a, n in zip(args, list(names) + [None] * len(args))]
         self.last_call = f"{self.name}({', '.join(shown)})"
-        # The learner gets copies: an in-place edit (x -= x.max()) must not change our inputs.
-        copies = tuple(a.clone() if isinstance(a, torch.Tensor) else
-                       list(a) if isinstance(a, list) else a for a in args)
+        self.last_args = args
         try:
-            return call_with_time_limit(self.fn, copies, self.time_limit)
+            return self.invoke(args)
         except NotImplementedError:
             raise NotAttempted() from None
         except _TimeUp:
@@ -253,8 +243,15 @@ class Learner:
         except Exception as e:
             hint = next((h for text, h in self.error_hints if text in str(e)), "")
             hint = f"\nHint: {hint}" if hint else _exception_hint(e)
-            raise Mistake(f"{self.last_call} raised {type(e).__name__}: {e}{_learner_line(e.__traceback__)}"
-                          f"{hint}") from None
+            line = getattr(e, "learner_line", None)
+            line = _learner_line(e.__traceback__) if line is None else line
+            raise Mistake(f"{self.last_call} raised {type(e).__name__}: {e}{line}{hint}") from None
+
+    def invoke(self, args: tuple):
+        """Call the function on copies of args: an in-place edit (x -= x.max()) must not change our inputs."""
+        copies = tuple(a.clone() if isinstance(a, torch.Tensor) else
+                       list(a) if isinstance(a, list) else a for a in args)
+        return call_with_time_limit(self.fn, copies, self.time_limit)
 
 
 def _exception_hint(e: Exception) -> str:
@@ -308,12 +305,42 @@ def expect_tensor(learner: Learner, got, expected: torch.Tensor, *, mistakes: li
         bad = torch.isnan(got) | (torch.isinf(got) & ~torch.isinf(expected))
         if bad.any() and not (torch.isnan(expected) | torch.isinf(expected))[bad].all():
             where = tuple(int(i) for i in bad.nonzero()[0])
+            # the overflow hint only where exp() could overflow: some input is beyond e^88 in float32
+            overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args) else ""
+            nan = NAN_HINT if torch.isnan(got[where]) else INF_HINT
             raise Mistake(f"{context} returned {got[where].item()} at index {where} where {expected[where].item():.6g} "
-                          f"was expected." + (f"\nHint: {nonfinite_hint or hint}" if (nonfinite_hint or hint) else ""))
+                          f"was expected.\nHint: {overflow or hint or nan}")
     if _close(got, expected, atol, rtol).all():
         return
     raise Mistake(f"{context} returned wrong values.\n{_difference(got, expected, atol, rtol)}"
-                  + (f"\nHint: {hint}" if hint else ""))
+                  + _dtype_note(got, expected) + (f"\nHint: {hint}" if hint else ""))
+
+
+NAN_HINT = ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf - inf, 0 * inf, or the square "
+            "root or log of a negative number in your code.")
+INF_HINT = "an infinite value came out of finite inputs. Look for a division by zero or exp() of a large number."
+
+
+def _has_large_values(args) -> bool:
+    """True when some input could overflow exp() in float32 (|value| > 80)."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            finite = a[torch.isfinite(a)]
+            if finite.numel() and finite.abs().max() > 80:
+                return True
+        elif isinstance(a, float) and math.isfinite(a) and abs(a) > 80:
+            return True
+    return False
+
+
+def _dtype_note(got: torch.Tensor, expected: torch.Tensor) -> str:
+    if got.dtype == expected.dtype:
+        return ""
+    note = f"\n  Your result has dtype {got.dtype}; the expected result is {expected.dtype}."
+    if got.dtype in (torch.bfloat16, torch.float16):
+        note += (f" {str(got.dtype).replace('torch.', '')} keeps only about {3 if got.dtype == torch.bfloat16 else 4} "
+                 "significant digits: compute in float32 (call .float() on the inputs, or do not convert them).")
+    return note
 
 
 def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
@@ -386,7 +413,17 @@ def maybe(make):
         return None
 
 
+_SALT = 0  # 0 for learners; `llmlab grade` sets a secret one in its own process (set_hidden_salt)
+
+
 def generator(seed: int) -> torch.Generator:
     """A private random generator: hidden cases are the same every run, and the learner's own
-    torch.manual_seed() calls neither change them nor are changed by them."""
-    return torch.Generator().manual_seed(seed)
+    torch.manual_seed() calls neither change them nor are changed by them. The grader draws its
+    own cases (a secret salt on every seed), so answers copied for the cases a learner can read in
+    the checks' source do not pass there."""
+    return torch.Generator().manual_seed(seed + _SALT)
+
+
+def set_hidden_salt(salt: int) -> None:
+    global _SALT
+    _SALT = int(salt)
