@@ -36,15 +36,24 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return e / e.sum(dim=dim, keepdim=True)
 
 
-def causal_mask(T: int, device=None) -> torch.Tensor:
-    """(T, T) bool, True where query i may attend to key j, i.e. j <= i (no peeking at the future)."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+def causal_mask(T: int, device=None, start: int = 0) -> torch.Tensor:
+    """(T, T) bool, True where query i may attend to key j, i.e. j <= i (no peeking at the future).
+
+    After a KV cache holds `start` positions, the T new queries are positions start..start+T-1 and
+    the keys 0..start+T-1: the mask is (T, start + T).
+    """
+    i = torch.arange(start, start + T, device=device)[:, None]  # (T, 1) query positions
+    j = torch.arange(start + T, device=device)[None, :]         # (1, T_k) key positions
+    return j <= i
 
 
-def sliding_window_mask(T: int, window: int, device=None) -> torch.Tensor:
-    """(T, T) bool: causal, and at most `window` keys back counting the token itself (i - window < j <= i)."""
-    i = torch.arange(T, device=device)[:, None]
-    j = torch.arange(T, device=device)[None, :]
+def sliding_window_mask(T: int, window: int, device=None, start: int = 0) -> torch.Tensor:
+    """(T, T) bool: causal, and at most `window` keys back counting the token itself (i - window < j <= i).
+
+    With start > 0 (a KV cache), (T, start + T) as in causal_mask.
+    """
+    i = torch.arange(start, start + T, device=device)[:, None]
+    j = torch.arange(start + T, device=device)[None, :]
     return (j <= i) & (j > i - window)
 
 

@@ -13,37 +13,42 @@ from typing import Callable
 import torch
 
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
-from llmlab.model import check_ids
-from llmlab.sampling import sample_next_token
+from llmlab.checks import as_ids, check_attention_mask, check_int
+from llmlab.sampling import check_sampling, sample_next_token
 
 
-def prefill(model, ids: torch.Tensor, cache) -> torch.Tensor:
+def prefill(model, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Run the prompt ids (B, T) through the model, filling the cache; return the last logits (B, vocab)."""
-    return model(ids, cache=cache, last_only=True)[:, -1]
+    return model(ids, cache=cache, attention_mask=attention_mask, last_only=True)[:, -1]
 
 
-def decode_step(model, token: torch.Tensor, cache) -> torch.Tensor:
+def decode_step(model, token: torch.Tensor, cache, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Feed one new token per row, (B,) or (B, 1), at the cache's next position; return its logits (B, vocab)."""
     if token.dim() == 1:
         token = token[:, None]  # (B, 1)
-    return model(token, cache=cache, last_only=True)[:, -1]
+    return model(token, cache=cache, attention_mask=attention_mask, last_only=True)[:, -1]
 
 
-def _as_ids(ids, model) -> torch.Tensor:
-    if isinstance(ids, (list, tuple)):
-        if len(ids) and isinstance(ids[0], (list, tuple)):
-            ids = torch.tensor(ids, dtype=torch.long, device=model.device)
-        else:
-            ids = torch.tensor([list(ids)], dtype=torch.long, device=model.device)
-    check_ids(ids, model)
-    return ids
+def pad_left(rows: list, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of token ids of different lengths -> (ids, attention_mask), both (B, T_max), padded on the left.
+
+    >>> ids, mask = pad_left([[5, 6, 7], [8]], pad_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+    """
+    if not rows or any(len(row) == 0 for row in rows):
+        raise ValueError("pad_left needs at least one row, and every row needs at least one token.")
+    T = max(len(row) for row in rows)
+    ids = torch.tensor([[pad_id] * (T - len(row)) + [int(t) for t in row] for row in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (T - len(row)) + [1] * len(row) for row in rows], dtype=torch.long)
+    return ids, mask
 
 
 @torch.inference_mode()
 def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
              top_p: float | None = None, seed: int | None = None, use_cache: bool = True,
              eos_token_id: int | list | None = None, stream: Callable | None = None,
-             cache: str = "static") -> torch.Tensor:
+             cache: str = "static", attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Continue ids (B, T) by up to max_new_tokens tokens; returns (B, T + new) on the model's device.
 
     temperature=0 is greedy; otherwise sample with the given top_k / top_p, reproducibly when seed is
@@ -51,34 +56,45 @@ def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: i
     generation stops when every row has. stream(token) is called for every new token as soon as it
     exists: with an int when B == 1, with a list of B ints otherwise. use_cache=False recomputes the
     whole sequence at every step (the slow way the cache avoids); cache="static" or "growing" picks
-    the cache class.
+    the cache class. attention_mask (B, T), 1 = token and 0 = padding, lets a batch of prompts of
+    different lengths run together, padded on the left (see pad_left): each row then continues as
+    it would alone. ids may live on any device; they are moved to the model's.
     """
-    ids = _as_ids(ids, model)
+    ids = as_ids(model, None, ids)
     B, T = ids.shape
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0; got {max_new_tokens}.")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+    check_sampling(temperature, top_k, top_p)
+    if cache not in ("static", "growing"):
+        raise ValueError(f"cache={cache!r}: use 'static' (preallocated, fast) or 'growing' (torch.cat, readable).")
+    if stream is not None and not callable(stream):
+        raise TypeError(f"stream must be a function called with each new token; got {type(stream).__name__}.")
     if T + max_new_tokens > model.config.max_seq_len:
         raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) = {T + max_new_tokens} exceeds the "
                          f"model's context max_seq_len={model.config.max_seq_len}; ask for fewer new tokens.")
+    if attention_mask is not None:
+        attention_mask = check_attention_mask(attention_mask, B, T, ids.device, left_padded=True).long()
     if max_new_tokens == 0:
         return ids
     generator = None
     if seed is not None:
         generator = torch.Generator(device=ids.device)
-        generator.manual_seed(seed)
+        generator.manual_seed(check_int("seed", seed))
     eos = None
     if eos_token_id is not None:
-        eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id), device=ids.device)
+        eos_list = [eos_token_id] if not isinstance(eos_token_id, (list, tuple)) else list(eos_token_id)
+        eos_list = [check_int("eos_token_id", e, 0, model.config.vocab_size - 1) for e in eos_list]
+        eos = torch.tensor(eos_list, device=ids.device)
     finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
 
+    def grow(mask):  # the new token of every row is real: one more 1 on the right
+        return None if mask is None else torch.cat([mask, mask.new_ones(B, 1)], dim=1)  # (B, T_k + 1)
+
     if use_cache:
-        if cache not in ("static", "growing"):
-            raise ValueError(f"cache={cache!r}: use 'static' (preallocated, fast) or 'growing' (torch.cat, readable).")
         kv = StaticKVCache(model.config.n_layers, T + max_new_tokens) if cache == "static" \
             else GrowingKVCache(model.config.n_layers)
-        logits = prefill(model, ids, kv)                      # (B, vocab)
+        logits = prefill(model, ids, kv, attention_mask)                      # (B, vocab)
     else:
-        logits = model(ids, last_only=True)[:, -1]
+        logits = model(ids, attention_mask=attention_mask, last_only=True)[:, -1]
 
     tokens = [ids]
     for step in range(max_new_tokens):
@@ -91,8 +107,9 @@ def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: i
             stream(int(next_token[0]) if B == 1 else next_token.tolist())
         if step == max_new_tokens - 1 or (eos is not None and bool(finished.all())):
             break
+        attention_mask = grow(attention_mask)
         if use_cache:
-            logits = decode_step(model, next_token, kv)
+            logits = decode_step(model, next_token, kv, attention_mask)
         else:
-            logits = model(torch.cat(tokens, dim=1), last_only=True)[:, -1]
+            logits = model(torch.cat(tokens, dim=1), attention_mask=attention_mask, last_only=True)[:, -1]
     return torch.cat(tokens, dim=1)

@@ -14,6 +14,11 @@ hooks work on it, and `model.named_modules()` gives it a stable name such as
 
 A forward hook that returns a tensor replaces the value the model goes on with
 (that is how steering and ablations work).
+
+Names inside a block are built with `hook_name` rather than by hand:
+
+>>> hook_name(3, "resid_pre"), hook_name(0, "attn.pattern"), hook_name(2, "mlp.hook_post")
+('blocks.3.hook_resid_pre', 'blocks.0.attn.hook_pattern', 'blocks.2.mlp.hook_post')
 """
 from __future__ import annotations
 
@@ -26,3 +31,19 @@ class HookPoint(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
+
+
+def hook_name(layer: int, point: str) -> str:
+    """The hook name of `point` in block `layer`: hook_name(3, "resid_pre") -> "blocks.3.hook_resid_pre".
+
+    point is what follows "blocks.{layer}.", with or without the "hook_" of its last part ("attn.pattern"
+    or "attn.hook_pattern"). layer is a block index 0..n_layers-1 (see llmlab.checks.resolve_layer for
+    negative layers).
+    """
+    if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
+        raise ValueError(f"layer must be a block index >= 0; got {layer!r}. Resolve negative layers first with "
+                         "llmlab.checks.resolve_layer(model.config.n_layers, layer).")
+    *module, last = point.split(".")
+    if not last.startswith("hook_"):
+        last = "hook_" + last
+    return ".".join(["blocks", str(layer), *module, last])

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.generation import _as_ids, prefill
+from llmlab.checks import as_ids, check_int
+from llmlab.generation import prefill
 from llmlab.kvcache import StaticKVCache
 
 
@@ -49,7 +50,10 @@ def generate_lookup(model, ids, max_new_tokens: int, draft_len: int = 8, max_ngr
     Same tokens as `generate(model, ids, max_new_tokens, eos_token_id=...)` with temperature 0.
     If `stats` is a dict, it receives the number of model passes and of accepted guesses.
     """
-    ids = _as_ids(ids, model)
+    ids = as_ids(model, None, ids)
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+    draft_len = check_int("draft_len", draft_len, low=1)
+    max_ngram = check_int("max_ngram", max_ngram, low=1)
     B, T = ids.shape
     if B != 1:
         raise ValueError(f"generate_lookup decodes one sequence at a time; got a batch of {B}. "

@@ -16,18 +16,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from llmlab.attention import causal_mask, padding_mask, sliding_window_mask
 from llmlab.block import Block
+from llmlab.checks import check_attention_mask, check_ids  # noqa: F401  (check_ids: also llmlab.model.check_ids)
 from llmlab.embedding import TokenEmbedding
 from llmlab.hooks import HookPoint
 from llmlab.norms import make_norm
-from llmlab.positions import LearnedPositionalEmbedding, RotaryEmbedding, alibi_slopes, sinusoidal_encoding
+from llmlab.positions import LearnedPositionalEmbedding, RotaryEmbedding, alibi_bias, sinusoidal_encoding
 
 
 class Transformer(nn.Module):
     """A decoder-only Transformer LM built from a ModelConfig.
 
     forward(ids, cache=None, attn_impl=None, attention_mask=None, last_only=False) -> logits
-      ids             LongTensor (B, T) of token ids
+      ids             LongTensor (B, T) of token ids, from any device (moved to the model's)
       cache           a GrowingKVCache / StaticKVCache: ids are the next T positions after what it holds
       attn_impl       "sdpa" (fast, default: self.attn_impl) or "eager" (explicit weights, hook_pattern fires)
       attention_mask  (B, T_past + T), 1 for real tokens and 0 for padding (left padding for batches)
@@ -50,8 +52,6 @@ class Transformer(nn.Module):
             # Gemma 3: sliding layers use their own, smaller base and no scaling.
             if c.rope_local_theta is not None and "sliding" in c.layer_types:
                 self.rope_local = RotaryEmbedding(rotary_dim, c.rope_local_theta, None)
-        if c.positions == "alibi":
-            self.register_buffer("alibi_slopes", alibi_slopes(c.n_heads), persistent=False)
         self.blocks = nn.ModuleList([Block(c, i) for i in range(c.n_layers)])
         self.final_norm = make_norm(c)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
@@ -74,46 +74,52 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, cache=None, attn_impl: str | None = None,
                 attention_mask: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
-        c = self.config
-        start = cache.seq_len if cache is not None else 0
-        check_ids(ids, self, start)
+        start = cache.seq_len if cache is not None else 0          # positions already in the cache
+        ids = check_ids(ids, self, start)                           # (B, T), moved to the model's device
         B, T = ids.shape
-        attn_impl = attn_impl or self.attn_impl
-        position_ids = None
         if attention_mask is not None:
-            attention_mask = self._check_attention_mask(attention_mask, B, start + T)
-            # With left padding, the first real token of each row is position 0.
-            position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T)
+            attention_mask = check_attention_mask(attention_mask, B, start + T, self.device)
+        positions = self.position_ids(start, T, attention_mask)     # (T,), or (B, T) with padding
 
-        x = self.tok_embed(ids)  # (B, T, d)
-        if c.positions in ("learned", "sinusoidal"):
-            pos = position_ids if position_ids is not None else torch.arange(start, start + T, device=ids.device)
-            if c.positions == "learned":
-                x = x + self.pos_embed(pos)
-            else:
-                x = x + sinusoidal_encoding(start + T if position_ids is None else int(pos.max()) + 1,
-                                            c.d_model, device=ids.device)[pos].to(x.dtype)
-        x = self.hook_embed(x)
-
-        rope = {"full": None, "sliding": None}
-        if c.positions == "rope":
-            rope["full"] = rope["sliding"] = self.rope(start, T, x.device, x.dtype, position_ids)
-            if hasattr(self, "rope_local"):
-                rope["sliding"] = self.rope_local(start, T, x.device, x.dtype, position_ids)
+        x = self.hook_embed(self.embed(ids, positions, start + T))  # (B, T, d)
+        rope = self.rope_tables(start, T, positions, x)             # {"full"/"sliding": (cos, sin) or None}
         masks = self.attention_masks(start, T, attention_mask, x.device)
-        bias = None
-        if c.positions == "alibi":
-            q_pos = torch.arange(start, start + T, device=x.device)
-            k_pos = torch.arange(start + T, device=x.device)
-            bias = self.alibi_slopes[:, None, None] * (k_pos[None, :] - q_pos[:, None])[None]  # (H, T, T_k)
-
-        for i, block in enumerate(self.blocks):
-            kind = c.layer_types[i]
-            x = block(x, rope[kind], masks[kind], bias, cache, attn_impl)  # (B, T, d)
+        bias = alibi_bias(self.config.n_heads, T, x.device, start).to(x.dtype) \
+            if self.config.positions == "alibi" else None           # (H, T, T_k)
+        for block, kind in zip(self.blocks, self.config.layer_types):
+            x = block(x, rope[kind], masks[kind], bias, cache, attn_impl or self.attn_impl)  # (B, T, d)
 
         if last_only:
             x = x[:, -1:]  # (B, 1, d): during generation only the last position's logits are used
         return self.hook_logits(self._logits(self.hook_final_norm(self.final_norm(x))))
+
+    def position_ids(self, start: int, T: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """Position of each new token: start..start+T-1 (T,); with padding, counted from each row's first
+        real token, (B, T) -- a left-padded row then sees the positions it would have alone."""
+        if attention_mask is None:
+            return torch.arange(start, start + T, device=self.device)
+        return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, start:]  # (B, T)
+
+    def embed(self, ids: torch.Tensor, positions: torch.Tensor, n_positions: int) -> torch.Tensor:
+        """Token embeddings, plus the position vectors for learned / sinusoidal positions: (B, T, d).
+
+        positions (T,) or (B, T) are all below n_positions (cached + new tokens)."""
+        c = self.config
+        x = self.tok_embed(ids)  # (B, T, d)
+        if c.positions == "learned":
+            x = x + self.pos_embed(positions)
+        elif c.positions == "sinusoidal":
+            x = x + sinusoidal_encoding(n_positions, c.d_model, device=ids.device)[positions].to(x.dtype)
+        return x
+
+    def rope_tables(self, start: int, T: int, positions: torch.Tensor, x: torch.Tensor) -> dict:
+        """RoPE's cos/sin for the new positions, per layer kind (Gemma's sliding layers have their own base)."""
+        if self.config.positions != "rope":
+            return {"full": None, "sliding": None}
+        position_ids = positions if positions.dim() == 2 else None  # (T,) is the plain slice start..start+T-1
+        full = self.rope(start, T, x.device, x.dtype, position_ids)
+        local = self.rope_local(start, T, x.device, x.dtype, position_ids) if hasattr(self, "rope_local") else full
+        return {"full": full, "sliding": local}
 
     def _logits(self, h: torch.Tensor) -> torch.Tensor:
         logits = self.lm_head(h)  # (B, T, vocab)
@@ -135,30 +141,16 @@ class Transformer(nn.Module):
         """
         window = self.config.sliding_window
         has_sliding = "sliding" in self.config.layer_types
-        T_k = start + T
-        if T == 1 and attention_mask is None:
-            if not has_sliding or T_k <= window:
-                return {"full": None, "sliding": None}
-            k_pos = torch.arange(T_k, device=device)[None, :]               # (1, T_k)
-            return {"full": None, "sliding": k_pos > start - window}         # the last `window` keys
-        k_pos = torch.arange(T_k, device=device)[None, :]          # (1, T_k)
-        q_pos = torch.arange(start, T_k, device=device)[:, None]  # (T, 1)
-        full = k_pos <= q_pos                                      # (T, T_k)
-        sliding = full & (k_pos > q_pos - window) if has_sliding else None
+        if T == 1 and attention_mask is None and (not has_sliding or start + 1 <= window):
+            return {"full": None, "sliding": None}
+        full = None if T == 1 and attention_mask is None else causal_mask(T, device, start)  # (T, T_k)
+        sliding = sliding_window_mask(T, window, device, start) if has_sliding else None   # (T, T_k)
         if attention_mask is not None:
-            pad = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T_k)
-            # A padding query may see itself, so no row is entirely masked (that would give NaN in sdpa).
-            itself = k_pos == q_pos                        # (T, T_k)
-            full = (full & pad) | itself                   # (B, 1, T, T_k)
-            sliding = (sliding & pad) | itself if has_sliding else None
+            # A padding query may still see itself, so no row is all masked (sdpa would give NaN).
+            itself = sliding_window_mask(T, 1, device, start)                              # (T, T_k)
+            full = (full & padding_mask(attention_mask)) | itself                           # (B, 1, T, T_k)
+            sliding = (sliding & padding_mask(attention_mask)) | itself if has_sliding else None
         return {"full": full, "sliding": sliding}
-
-    def _check_attention_mask(self, attention_mask, B, T_k):
-        if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T_k):
-            shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask)
-            raise ValueError(f"attention_mask must be a tensor of shape (batch, cached + new tokens) = {(B, T_k)}, "
-                             f"with 1 for real tokens and 0 for padding; got {shape}.")
-        return attention_mask.to(self.device)
 
 
 def _init_weights(module):
@@ -176,32 +168,3 @@ def _drop_tied_head(module, state_dict, prefix, local_metadata):
 def _fill_tied_head(module, state_dict, prefix, *args):
     if prefix + "lm_head.weight" not in state_dict and prefix + "tok_embed.weight" in state_dict:
         state_dict[prefix + "lm_head.weight"] = state_dict[prefix + "tok_embed.weight"]
-
-
-def check_ids(ids, model, start: int = 0) -> None:
-    """Raise a clear error for token ids the model cannot take (instead of a deep torch traceback)."""
-    c = model.config
-    if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"ids must be a torch.LongTensor of shape (batch, seq_len); got {type(ids).__name__}. "
-                        "For a list of ids use torch.tensor([ids]).")
-    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
-        raise TypeError(f"ids must hold integer token ids (torch.long); got dtype {ids.dtype}. Token ids index "
-                        "the embedding table -- pass the tokenizer's output, or ids.long() if they are whole numbers.")
-    if ids.dim() != 2:
-        raise ValueError(f"ids must be 2-D (batch, seq_len); got shape {tuple(ids.shape)}. "
-                         "For a single sequence use ids.unsqueeze(0).")
-    if ids.shape[1] == 0 or ids.shape[0] == 0:
-        raise ValueError(f"ids is empty (shape {tuple(ids.shape)}); give at least one token per row"
-                         + (f", e.g. the BOS id {c.bos_token_id}." if c.bos_token_id is not None else "."))
-    if ids.device != model.device:
-        raise ValueError(f"ids are on {ids.device} but the model is on {model.device}. Move one to the other: "
-                         f"ids = ids.to(model.device) (or model.to(ids.device)).")
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= c.vocab_size:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"token id {bad} is outside the vocabulary: this model knows ids 0..{c.vocab_size - 1}. "
-                         "Was the text encoded with a different model's tokenizer?")
-    if start + ids.shape[1] > c.max_seq_len:
-        raise ValueError(f"sequence too long: {start} cached + {ids.shape[1]} new = {start + ids.shape[1]} positions, "
-                         f"but the model's context is max_seq_len={c.max_seq_len}. Shorten the input "
-                         "(e.g. keep the last max_seq_len tokens).")

@@ -131,20 +131,40 @@ class RotaryEmbedding(nn.Module):
         cached = self._tables.get(key)
         if cached is None or cached[0].shape[0] < length:
             n = max(length, 256, 2 * cached[0].shape[0] if cached is not None else 0)
-            pos = torch.arange(n, device=device).float()
-            freqs = pos[:, None] * self.inv_freq.to(device)[None, :]  # (n, rd/2)
-            emb = torch.cat((freqs, freqs), dim=-1)                    # (n, rd)
-            cached = (emb.cos().to(dtype), emb.sin().to(dtype))
+            # Built as ordinary tensors even inside generate's inference_mode: an inference tensor kept
+            # here would break a later forward pass that records gradients.
+            with torch.inference_mode(False), torch.no_grad():
+                pos = torch.arange(n, device=device).float()
+                freqs = pos[:, None] * self.inv_freq.to(device)[None, :]  # (n, rd/2)
+                emb = torch.cat((freqs, freqs), dim=-1)                    # (n, rd)
+                cached = (emb.cos().to(dtype), emb.sin().to(dtype))
             self._tables[key] = cached
         return cached
 
     def forward(self, start: int, T: int, device, dtype, position_ids: torch.Tensor | None = None):
-        """cos, sin for positions start .. start+T-1: (T, rd); or for explicit position_ids (B, T): (B, 1, T, rd)."""
-        if position_ids is not None:
-            cos, sin = self.tables(int(position_ids.max()) + 1, device, dtype)
-            return cos[position_ids][:, None], sin[position_ids][:, None]  # (B, 1, T, rd), broadcast over heads
-        cos, sin = self.tables(start + T, device, dtype)
-        return cos[start:start + T], sin[start:start + T]
+        """cos, sin for positions start .. start+T-1: (T, rd).
+
+        With explicit position_ids (B, T) (e.g. left padding): (B, 1, T, rd), broadcast over heads.
+        position_ids (T,) give the same positions to every row: (T, rd).
+        """
+        if position_ids is None:
+            cos, sin = self.tables(start + T, device, dtype)
+            return cos[start:start + T], sin[start:start + T]
+        if not isinstance(position_ids, torch.Tensor) or position_ids.is_floating_point() \
+                or position_ids.dim() not in (1, 2) or position_ids.shape[-1] != T:
+            shape = tuple(position_ids.shape) if isinstance(position_ids, torch.Tensor) else type(position_ids).__name__
+            raise ValueError(f"position_ids must be an integer tensor of shape (batch, {T}) or ({T},), one position "
+                             f"per new token; got {shape}.")
+        position_ids = position_ids.to(device)
+        length = start + T
+        if position_ids.device.type != "meta":
+            lo, length = int(position_ids.min()), max(length, int(position_ids.max()) + 1)
+            if lo < 0:
+                raise ValueError(f"position_ids must be >= 0; got {lo}.")
+        cos, sin = self.tables(length, device, dtype)
+        if position_ids.dim() == 1:
+            return cos[position_ids], sin[position_ids]              # (T, rd)
+        return cos[position_ids][:, None], sin[position_ids][:, None]  # (B, 1, T, rd), broadcast over heads
 
     def extra_repr(self) -> str:
         return f"rotary_dim={self.rotary_dim}, base={self.base}" + (f", scaling={self.scaling}" if self.scaling else "")
@@ -169,11 +189,13 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, device="cpu")
 
 
-def alibi_bias(n_heads: int, T: int, device=None) -> torch.Tensor:
-    """(n_heads, T, T) score bias: slope_h * (j - i), i.e. -slope * distance to the keys in the past.
+def alibi_bias(n_heads: int, T: int, device=None, start: int = 0) -> torch.Tensor:
+    """(n_heads, T, start + T) score bias: slope_h * (j - i), i.e. -slope * distance to the keys in the past.
 
+    Queries are positions start .. start+T-1 (start > 0 after a KV cache), keys 0 .. start+T-1.
     Entries above the diagonal (the future) come out positive but the causal mask removes them.
     """
-    pos = torch.arange(T, device=device)
-    distance = pos[None, :] - pos[:, None]                                  # (T, T): j - i
-    return alibi_slopes(n_heads).to(device)[:, None, None] * distance[None]  # (H, T, T)
+    q_pos = torch.arange(start, start + T, device=device)
+    k_pos = torch.arange(start + T, device=device)
+    distance = k_pos[None, :] - q_pos[:, None]                              # (T, T_k): j - i
+    return alibi_slopes(n_heads).to(device)[:, None, None] * distance[None]  # (H, T, T_k)

@@ -46,9 +46,9 @@ def test_wrong_shape_and_type(model):
         model([[1, 2, 3]])
 
 
-def test_tensor_on_another_device(model):
+def test_ids_without_values(model):
     meta_ids = torch.zeros(1, 3, dtype=torch.long, device="meta")
-    with pytest.raises(ValueError, match=r"ids are on meta but the model is on cpu.*ids.to\(model.device\)"):
+    with pytest.raises(ValueError, match=r"meta device, which holds shapes but no values"):
         model(meta_ids)
 
 
