@@ -224,6 +224,8 @@ def tokenizer_first(*old_order: str):
                 if given_both:  # a prompt alone, without a tokenizer, is fine in either order
                     _warn_old_order(fn.__name__)
                 args = ()
+            if not args:
+                kwargs.setdefault("tokenizer", None)  # the tokenizer may be left out when the prompt is ids
             return fn(model, *args, **kwargs)
         return wrapper
     return wrap

@@ -48,7 +48,7 @@ def ids_for(model, T=9, seed=1, batch=1):
 def test_capture_matches_forward_shapes_and_estimate(preset, device):
     model = tiny(preset, device)
     ids = ids_for(model, batch=2)
-    logits, cache = capture(model, ids)
+    logits, cache = capture(model, None, ids)
     with torch.no_grad():
         torch.testing.assert_close(logits, model(ids, attn_impl="eager"))
         torch.testing.assert_close(logits, model(ids), atol=1e-4, rtol=1e-4)  # hooks change nothing
@@ -66,7 +66,7 @@ def test_capture_matches_forward_shapes_and_estimate(preset, device):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_attention_rows_sum_to_one_and_are_causal(preset, device):
     model = tiny(preset, device)
-    _, cache = capture(model, ids_for(model, T=11), names=["*hook_pattern"])
+    _, cache = capture(model, None, ids_for(model, T=11), names=["*hook_pattern"])
     assert len(cache) == model.config.n_layers
     for layer in range(model.config.n_layers):
         p = cache.pattern(layer)  # (B, H, T, T)
@@ -78,8 +78,8 @@ def test_attention_rows_sum_to_one_and_are_causal(preset, device):
 def test_capture_subsets_agree_with_full_capture():
     model = tiny()
     ids = ids_for(model, T=7)
-    _, full = capture(model, ids)
-    _, part = capture(model, ids, names=["*hook_resid_post", "*attn.hook_pattern", "*attn.hook_q", "hook_embed"],
+    _, full = capture(model, None, ids)
+    _, part = capture(model, None, ids, names=["*hook_resid_post", "*attn.hook_pattern", "*attn.hook_q", "hook_embed"],
                       layers=[-1], positions=[0, -1])
     assert sorted(part) == sorted(["hook_embed", "blocks.1.hook_resid_post", "blocks.1.attn.hook_pattern",
                                    "blocks.1.attn.hook_q"])
@@ -87,23 +87,23 @@ def test_capture_subsets_agree_with_full_capture():
     torch.testing.assert_close(part["blocks.1.attn.hook_pattern"], full["blocks.1.attn.hook_pattern"][:, :, [0, 6]])
     torch.testing.assert_close(part["blocks.1.attn.hook_q"], full["blocks.1.attn.hook_q"][:, :, [0, 6]])
     assert part.memory_bytes() == estimate_memory(model, 7, part.keys(), positions=[0, -1])
-    _, cpu_cache = capture(model, ids, names="hook_embed", store_device="cpu")
+    _, cpu_cache = capture(model, None, ids, names="hook_embed", store_device="cpu")
     assert cpu_cache["hook_embed"].device.type == "cpu"
 
 
 def test_capture_errors_are_actionable():
     model = tiny()
     with pytest.raises(MemoryError, match="positions=\\[-1\\]"):
-        capture(model, ids_for(model), max_bytes=1000)
+        capture(model, None, ids_for(model), max_bytes=1000)
     with pytest.raises(KeyError, match="No hook point matches"):
         select_names(model, ["blocks.0.hook_nothing"])
     with pytest.raises(IndexError, match="2 layers"):
         select_names(model, None, layers=[5])
     with pytest.raises(ValueError, match="needs a tokenizer"):
-        capture(model, "some text")
+        capture(model, None, "some text")
     with pytest.raises(ValueError, match="vocab|outside"):
-        capture(model, [1, 2, 999])
-    _, cache = capture(model, ids_for(model), names=["hook_embed"])
+        capture(model, None, [1, 2, 999])
+    _, cache = capture(model, None, ids_for(model), names=["hook_embed"])
     with pytest.raises(KeyError, match="was not captured"):
         cache["blocks.0.hook_resid_post"]
 
@@ -115,7 +115,7 @@ def test_capture_errors_are_actionable():
 def test_lens_at_the_last_layer_is_the_output_distribution(preset, device):
     model = tiny(preset, device)
     ids = ids_for(model)
-    lens = logit_lens(model, ids, TOK, k=5, target=3)
+    lens = logit_lens(model, TOK, ids, k=5, target=3)
     with torch.no_grad():
         probs = torch.softmax(model(ids)[0].float(), -1).cpu()  # (T, vocab)
     top = probs.topk(5, -1)
@@ -125,21 +125,20 @@ def test_lens_at_the_last_layer_is_the_output_distribution(preset, device):
     assert lens.target_rank[-1].tolist() == (probs > probs[:, 3:4]).sum(-1).tolist()  # no ties in a tiny vocab
     assert lens.layer_labels == ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
     # the first row reads the embeddings themselves
-    _, cache = capture(model, ids, names=["hook_embed"])
+    _, cache = capture(model, None, ids, names=["hook_embed"])
     torch.testing.assert_close(lens.top_ids[0], unembed(model, cache["hook_embed"][0]).topk(5, -1).indices.cpu())
 
 
-def test_lens_result_helpers_and_view():
+def test_lens_result_helpers():
     model = tiny()
-    lens = logit_lens(model, "hello there", TOK, positions=[-2, -1], k=3)
+    lens = logit_lens(model, TOK, "hello there", positions=[-2, -1], k=3)
     assert lens.tokens == ["r", "e"] and lens.positions == [9, 10]
     assert len(lens.column(-1)) == model.config.n_layers + 1
     top_last = lens.top_tokens[-1][-1][0]
     assert lens.first_layer(top_last) is not None and lens.first_layer("no such token") is None
     assert "layer 1" in str(lens)
-    assert lens.view().data["positions"] == ["r", "e"]
     with pytest.raises(ValueError, match="2 tokens"):
-        logit_lens(model, "ab", TOK, target="xy")
+        logit_lens(model, TOK, "ab", target="xy")
 
 
 # ------------------------------------------------------------------ similarity
@@ -191,7 +190,7 @@ def test_cosine_helpers_and_cache_similarities():
     torch.testing.assert_close(cosine(a[0], b[0]), F.cosine_similarity(a[0], b[0], dim=0))
     model = tiny()
     ids = ids_for(model)
-    _, cache = capture(model, ids)
+    _, cache = capture(model, None, ids)
     pos = position_similarity(cache, layer=0)
     torch.testing.assert_close(pos, cosine_matrix(cache.resid(0)[0]))
     lay = layer_similarity(cache, position=-1)
@@ -200,13 +199,13 @@ def test_cosine_helpers_and_cache_similarities():
     cka = layer_cka(cache)
     torch.testing.assert_close(cka.diagonal(), torch.ones(model.config.n_layers + 1))
     sims = prompt_similarity(model, TOK, ["abc", "xbc", "abd"], layer=1)
-    _, c1 = capture(model, "abc", TOK)
-    _, c2 = capture(model, "abd", TOK)
+    _, c1 = capture(model, TOK, "abc")
+    _, c2 = capture(model, TOK, "abd")
     torch.testing.assert_close(sims[0, 2], cosine(c1.resid(1)[0, -1], c2.resid(1)[0, -1]))
     torch.testing.assert_close(sims.diagonal(), torch.ones(3))
     # two different models of different widths on the same tokens
     other = tiny("tiny-gemma3")
-    _, cache_b = capture(other, ids)
+    _, cache_b = capture(other, None, ids)
     assert layer_cka(cache, cache_b).shape == (model.config.n_layers + 1, other.config.n_layers + 1)
 
 
@@ -217,15 +216,15 @@ def test_cosine_helpers_and_cache_similarities():
 def test_patching_a_state_into_the_same_position_reproduces_the_logits(preset, device):
     model = tiny(preset, device)
     ids = ids_for(model)
-    _, cache = capture(model, ids)
+    _, cache = capture(model, None, ids)
     with torch.no_grad():
         logits = model(ids)  # the default attention path, which patch also uses
     for name in ["blocks.0.hook_resid_pre", "blocks.1.hook_resid_mid", "blocks.1.attn.hook_z",
                  "blocks.0.attn.hook_v", "blocks.0.mlp.hook_post"]:
-        torch.testing.assert_close(patch(model, ids, name, cache[name], positions=[3]), logits)
-        torch.testing.assert_close(patch(model, ids, name, cache[name]), logits)  # every position
+        torch.testing.assert_close(patch(model, None, ids, name, cache[name], positions=[3]), logits)
+        torch.testing.assert_close(patch(model, None, ids, name, cache[name]), logits)  # every position
     # a different state does change them (the test can fail)
-    other = patch(model, ids, "blocks.0.hook_resid_pre", torch.randn(1, 1, model.config.d_model, device=device),
+    other = patch(model, None, ids, "blocks.0.hook_resid_pre", torch.randn(1, 1, model.config.d_model, device=device),
                   positions=[3])
     assert (other[0, 3:] - logits[0, 3:]).abs().max() > 1e-3
     torch.testing.assert_close(other[0, :3], logits[0, :3])  # earlier positions cannot see position 3
@@ -241,19 +240,19 @@ def test_patching_sweep_finds_the_changed_token():
     if target == rival:
         rival = (target + 1) % model.config.vocab_size
     metric = lambda logits: float(logits[0, -1, target] - logits[0, -1, rival])  # noqa: E731
-    effect = patching_sweep(model, clean, corrupt, metric)
+    effect = patching_sweep(model, None, clean, corrupt, metric)
     assert effect.shape == (model.config.n_layers, 6)
     # before block 0, only the changed position carries the difference: patching it restores everything
     torch.testing.assert_close(effect[0], torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), atol=1e-4, rtol=0)
     # after the last block only the last position's own state feeds its logits
-    effect = patching_sweep(model, clean, corrupt, metric, hook="hook_resid_post")
+    effect = patching_sweep(model, None, clean, corrupt, metric, hook="hook_resid_post")
     torch.testing.assert_close(effect[-1], torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0]), atol=1e-4, rtol=0)
 
 
 def test_ablating_every_head_equals_ablating_the_sublayer():
     model = tiny()  # tiny-llama has no output-projection bias, so zero heads -> zero attention output
     ids = ids_for(model)
-    whole = ablate(model, ids, layer=1, sublayer="attn")
+    whole = ablate(model, None, ids, layer=1, sublayer="attn")
     with torch.no_grad():
         from llmlab.inspection import hooks
 
@@ -265,14 +264,14 @@ def test_ablating_every_head_equals_ablating_the_sublayer():
         base = model(ids)
     torch.testing.assert_close(whole, heads, atol=1e-5, rtol=1e-5)
     assert (whole - base).abs().max() > 1e-3
-    one = ablate(model, ids, layer=1, sublayer="attn", head=2)
+    one = ablate(model, None, ids, layer=1, sublayer="attn", head=2)
     assert (one - base).abs().max() > 1e-4 and (one - whole).abs().max() > 1e-4
-    mlp = ablate(model, ids, layer=0, sublayer="mlp", positions=[4])
+    mlp = ablate(model, None, ids, layer=0, sublayer="mlp", positions=[4])
     torch.testing.assert_close(mlp[0, :4], base[0, :4])
     with pytest.raises(ValueError, match="sublayer"):
-        ablate(model, ids, layer=0, sublayer="ffn")
+        ablate(model, None, ids, layer=0, sublayer="ffn")
     with pytest.raises(ValueError, match="head"):
-        ablate(model, ids, layer=0, sublayer="mlp", head=0)
+        ablate(model, None, ids, layer=0, sublayer="mlp", head=0)
 
 
 # ------------------------------------------------------------------ steering and Patchscope
@@ -294,7 +293,7 @@ def test_steering_with_scale_zero_changes_nothing(device):
     plain = generate_steered(model, TOK, "good", vector, layer=1, scale=0.0, max_new_tokens=8)
     from llmlab.generation import generate
 
-    expected = generate(model, as_ids(model, "good", TOK), max_new_tokens=8)[0, 4:].tolist()
+    expected = generate(model, as_ids(model, TOK, "good"), max_new_tokens=8)[0, 4:].tolist()
     assert plain == TOK.decode(expected)
 
 
@@ -302,7 +301,7 @@ def test_steering_at_the_last_block_adds_the_vector_before_the_unembedding():
     model = tiny()
     ids = ids_for(model)
     vector = torch.randn(model.config.d_model)
-    _, cache = capture(model, ids, names=["*hook_resid_post"])
+    _, cache = capture(model, None, ids, names=["*hook_resid_post"])
     with torch.no_grad(), steer(model, vector, layer=-1, scale=2.0):
         steered = model(ids)
     torch.testing.assert_close(steered, unembed(model, cache.resid(-1) + 2.0 * vector), atol=1e-5, rtol=1e-5)
@@ -316,7 +315,7 @@ def test_patchscope_with_the_templates_own_state_is_plain_generation():
     out = patchscope(model, TOK, template, source_layer=0, source_position=-1, template=template,
                      placeholder="a", max_new_tokens=6)
     assert out.target_position == len(template) - 1 and out.target_layer == 0
-    expected = TOK.decode(generate(model, as_ids(model, template, TOK), max_new_tokens=6)[0, len(template):].tolist())
+    expected = TOK.decode(generate(model, as_ids(model, TOK, template), max_new_tokens=6)[0, len(template):].tolist())
     assert out.text == expected
     other = patchscope(model, TOK, "zzzz", source_layer=1, template=template, placeholder="a", max_new_tokens=6)
     baseline = patchscope(model, TOK, template, source_layer=1, template=template, placeholder="a", max_new_tokens=6)
@@ -347,7 +346,7 @@ def test_top_activating_tokens_are_the_largest_activations():
     found = top_activating_tokens(model, TOK, texts, layer=1, neuron=7, k=3)
     values = []
     for text in texts:
-        _, cache = capture(model, text, TOK, names=["blocks.1.mlp.hook_post"])
+        _, cache = capture(model, TOK, text, names=["blocks.1.mlp.hook_post"])
         values += cache["blocks.1.mlp.hook_post"][0, :, 7].tolist()
     assert [round(v, 5) for v, _, _ in found] == [round(v, 5) for v in sorted(values, reverse=True)[:3]]
     assert all("|" in snippet for _, _, snippet in found)
@@ -378,15 +377,15 @@ EIFFEL = "The Eiffel Tower is in the city of"
 @pytest.mark.parametrize("which", ["smol", "gemma"])
 def test_real_models_attention_lens_patch_and_steer(which, request):
     model, tok = request.getfixturevalue(which)
-    ids = as_ids(model, EIFFEL, tok)
-    logits, cache = capture(model, ids)
+    ids = as_ids(model, tok, EIFFEL)
+    logits, cache = capture(model, None, ids)
     assert len(cache) == len(hook_names(model)) and cache.memory_bytes() == estimate_memory(model, ids.shape[1])
     for layer in range(model.config.n_layers):
         p = cache.pattern(layer)
         torch.testing.assert_close(p.sum(-1), torch.ones_like(p.sum(-1)))
         assert p.triu(1).abs().max().item() == 0.0
     # the lens at the last layer is the model's own next-token distribution
-    lens = logit_lens(model, ids, tok, k=10, cache=cache)
+    lens = logit_lens(model, tok, ids, k=10, cache=cache)
     probs = torch.softmax(logits[0].float(), -1).topk(10, -1)
     torch.testing.assert_close(lens.top_probs[-1], probs.values, atol=1e-5, rtol=1e-4)
     assert torch.equal(lens.top_ids[-1], probs.indices)
@@ -394,8 +393,8 @@ def test_real_models_attention_lens_patch_and_steer(which, request):
     with torch.no_grad():
         base = model(ids)  # the default (sdpa) path, which patch and steer also use
     name = f"blocks.{model.config.n_layers // 2}.hook_resid_pre"
-    _, sdpa_cache = capture(model, ids, names=[name])  # no pattern asked for: the same sdpa path
-    assert torch.equal(patch(model, ids, name, sdpa_cache[name], positions=[4]), base)
+    _, sdpa_cache = capture(model, None, ids, names=[name])  # no pattern asked for: the same sdpa path
+    assert torch.equal(patch(model, None, ids, name, sdpa_cache[name], positions=[4]), base)
     with torch.no_grad(), steer(model, torch.randn(model.config.d_model), layer=5, scale=0.0):
         assert torch.equal(model(ids), base)
 
@@ -403,7 +402,7 @@ def test_real_models_attention_lens_patch_and_steer(which, request):
 @pytest.mark.slow
 def test_smollm2_lens_finds_paris_late(smol):
     model, tok = smol
-    lens = logit_lens(model, EIFFEL, tok, target=" Paris")
+    lens = logit_lens(model, tok, EIFFEL, target=" Paris")
     ranks = lens.target_rank[:, -1].tolist()          # one per row: embed, layer 0 .. layer 29
     assert lens.top_tokens[-1][-1][0] == " Paris"
     # measured: rank 3 after layer 27, top-1 (0.072 vs 0.069 for ' T') after layer 28, rank > 3000 before layer 20
@@ -414,7 +413,7 @@ def test_smollm2_lens_finds_paris_late(smol):
 @pytest.mark.slow
 def test_gemma_lens_tianqi_passes_through_english_weather_words(gemma):
     model, tok = gemma
-    lens = logit_lens(model, "天气", tok, k=5)
+    lens = logit_lens(model, tok, "天气", k=5)
     assert lens.tokens == ["<bos>", "天气"]
     top1 = {label: lens.top_tokens[row][-1][0] for row, label in enumerate(lens.layer_labels)}
     weather = {" weather", " climates", " climate", " inclement", " rainy", " rains", " temperatures"}
@@ -430,7 +429,7 @@ def test_gemma_lens_tianqi_passes_through_english_weather_words(gemma):
 @pytest.mark.slow
 def test_gemma_lens_reaches_paris_before_the_last_layer(gemma):
     model, tok = gemma
-    lens = logit_lens(model, EIFFEL, tok, target=" Paris")
+    lens = logit_lens(model, tok, EIFFEL, target=" Paris")
     # measured: ' Paris' is top-1 from layer 13 of 0..17 on (rank 1 after ' Eiffel' at layer 12)
     assert lens.layer_labels[lens.first_layer(" Paris")] == "layer 13"
     ranks = lens.target_rank[:, -1].tolist()

@@ -1,5 +1,11 @@
 """Looking inside a model: capture intermediates, read them (lens, similarity, neurons) and change
-them (ablation, patching, steering, Patchscopes). Everything runs on llmlab's hook points."""
+them (ablation, patching, steering, Patchscopes). Everything runs on llmlab's hook points.
+
+Every function takes (model, tokenizer, prompt, ...); the tokenizer may be None when the prompt is
+token ids. Layers count like Python indices (-1 is the last block); ids and vectors may come from
+any device."""
+from llmlab.checks import resolve_layer
+from llmlab.hooks import hook_name
 from llmlab.inspection.capture import (
     ActivationCache, as_ids, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
 )
@@ -15,7 +21,7 @@ from llmlab.inspection.similarity import (
 from llmlab.inspection.steering import generate_steered, mean_resid, steer, steering_vector
 
 __all__ = [
-    "ActivationCache", "as_ids", "capture", "estimate_memory", "hook_names", "hooks", "select_names", "token_strings",
+    "hook_name", "resolve_layer", "ActivationCache", "as_ids", "capture", "estimate_memory", "hook_names", "hooks", "select_names", "token_strings",
     "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "logit_difference", "patch", "patching_sweep",
     "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",

@@ -5,9 +5,12 @@ name (`hook_embed`, `blocks.3.hook_resid_post`, `blocks.3.attn.hook_pattern`, ..
 attaches a torch forward hook to the ones you ask for, runs the model, and hands back what
 passed through them.
 
-    logits, cache = capture(model, ids)                       # everything
+    logits, cache = capture(model, tokenizer, "Hello there")   # everything
     cache["blocks.3.attn.hook_pattern"].shape                 # (B, n_heads, T, T)
-    logits, cache = capture(model, ids, names=["*hook_resid_post"], layers=[10, 11], positions=[-1])
+    logits, cache = capture(model, None, ids, names=["*hook_resid_post"], layers=[10, 11], positions=[-1])
+
+Like every inspection function it takes (model, tokenizer, prompt, ...); the tokenizer may be None
+when the prompt is token ids.
 
 Before running, `estimate_memory` says how many bytes the cache will take, and `capture`
 refuses (with a hint) to build a cache larger than `max_bytes`.
@@ -20,8 +23,8 @@ import re
 
 import torch
 
-from llmlab.hooks import HookPoint
-from llmlab.model import check_ids
+from llmlab.checks import as_ids, resolve_layer, resolve_position, tokenizer_first  # noqa: F401 (as_ids: public here too)
+from llmlab.hooks import HookPoint, hook_name
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 
@@ -54,11 +57,7 @@ def select_names(model, names=None, layers=None) -> list[str]:
         chosen = [n for n in available if n in chosen]
     if layers is not None:
         n_layers = model.config.n_layers
-        keep = set()
-        for layer in ([layers] if isinstance(layers, int) else layers):
-            if not -n_layers <= layer < n_layers:
-                raise IndexError(f"layer {layer} does not exist; the model has {n_layers} layers (0..{n_layers - 1}).")
-            keep.add(layer % n_layers)
+        keep = {resolve_layer(n_layers, layer) for layer in ([layers] if isinstance(layers, int) else layers)}
         chosen = [n for n in chosen if not _LAYER.match(n) or int(_LAYER.match(n).group(1)) in keep]
     return chosen
 
@@ -111,12 +110,7 @@ def estimate_memory(model, n_tokens: int, names=None, layers=None, positions=Non
 def _positions(positions, n_tokens: int) -> list[int]:
     if isinstance(positions, int):
         positions = [positions]
-    out = []
-    for p in positions:
-        if not -n_tokens <= p < n_tokens:
-            raise IndexError(f"position {p} is outside the prompt of {n_tokens} tokens.")
-        out.append(p % n_tokens)
-    return out
+    return [resolve_position(p, n_tokens) for p in positions]
 
 
 class ActivationCache:
@@ -159,11 +153,11 @@ class ActivationCache:
         """Residual stream at block `layer`: where = "pre", "mid" or "post". (B, T, d)"""
         if where not in ("pre", "mid", "post"):
             raise ValueError(f"where must be 'pre', 'mid' or 'post', got {where!r}.")
-        return self[f"blocks.{layer % self.config.n_layers}.hook_resid_{where}"]
+        return self[hook_name(resolve_layer(self.config.n_layers, layer), "resid_" + where)]
 
     def pattern(self, layer: int) -> torch.Tensor:
         """Attention weights of block `layer`: (B, n_heads, T_query, T_key)."""
-        return self[f"blocks.{layer % self.config.n_layers}.attn.hook_pattern"]
+        return self[hook_name(resolve_layer(self.config.n_layers, layer), "attn.pattern")]
 
     def accumulated_resid(self) -> torch.Tensor:
         """The residual stream after the embedding and after every block: (n_layers + 1, B, T, d).
@@ -207,35 +201,19 @@ def hooks(model, fns: dict):
             handle.remove()
 
 
-def as_ids(model, prompt, tokenizer=None) -> torch.Tensor:
-    """A prompt (text, list of ids or a (T,) / (B, T) tensor) -> (B, T) LongTensor on the model's device.
-
-    Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma).
-    """
-    device = next(model.parameters()).device
-    if isinstance(prompt, str):
-        if tokenizer is None:
-            raise ValueError("A text prompt needs a tokenizer: capture(model, 'text', tokenizer=tok), "
-                             "or pass token ids instead.")
-        prompt = list(tokenizer.encode(prompt))
-    ids = torch.as_tensor(prompt, device=device)
-    if ids.dim() == 1:
-        ids = ids[None]  # (1, T)
-    check_ids(ids, model)  # the model's own checks: integer ids, 2-D, non-empty, inside the vocabulary
-    return ids
-
-
 def token_strings(tokenizer, ids) -> list[str]:
     """Each id decoded on its own (what the views print as column labels)."""
     return [tokenizer.decode([int(i)]) for i in ids]
 
 
+@tokenizer_first("prompt", "tokenizer", "names", "layers", "positions", "store_device", "max_bytes", "attn_impl")
 @torch.no_grad()
-def capture(model, prompt, tokenizer=None, names=None, layers=None, positions=None, store_device=None,
+def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positions=None, store_device=None,
             max_bytes: int | None = 2**31, attn_impl: str | None = None):
     """Run the model on a prompt and return (logits, ActivationCache).
 
-    prompt      : text (needs tokenizer), a list of ids, or a (T,) / (B, T) LongTensor.
+    tokenizer   : encodes a text prompt and labels the tokens (None: the prompt is ids).
+    prompt      : text (needs tokenizer), a list of ids, or a (T,) / (B, T) tensor of ids (any device).
     names       : hook names or glob patterns to keep (None: every hook point).
     layers      : only these blocks' hooks (non-block hooks like hook_embed are kept).
     positions   : only these token positions (e.g. [-1]); the pattern keeps these query rows.
@@ -243,7 +221,7 @@ def capture(model, prompt, tokenizer=None, names=None, layers=None, positions=No
     max_bytes   : refuse to build a bigger cache (None: no limit).
     attn_impl   : forced to "eager" when an attention pattern is asked for (the fast path has no weights).
     """
-    ids = as_ids(model, prompt, tokenizer)
+    ids = as_ids(model, tokenizer, prompt)
     B, T = ids.shape
     chosen = select_names(model, names, layers)
     keep = None if positions is None else _positions(positions, T)

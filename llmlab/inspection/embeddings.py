@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from llmlab.checks import check_int, check_vector
+
 
 def embedding_table(model) -> torch.Tensor:
     """The (vocab, d_model) input embedding matrix."""
@@ -19,8 +21,8 @@ def embedding_table(model) -> torch.Tensor:
 
 def token_id(tokenizer, token) -> int:
     """A token string (must encode to exactly one token) or an id -> the id."""
-    if isinstance(token, int):
-        return token
+    if not isinstance(token, str):
+        return check_int("token", token, low=0)
     ids = tokenizer.encode(token, add_special_tokens=False)
     if len(ids) != 1:
         pieces = [tokenizer.decode([i]) for i in ids]
@@ -32,10 +34,10 @@ def token_id(tokenizer, token) -> int:
 @torch.no_grad()
 def nearest_to_vector(model, tokenizer, vector: torch.Tensor, k: int = 10, exclude=()) -> list[tuple[str, float]]:
     """The k tokens whose embedding rows have the highest cosine with `vector` (d_model,)."""
-    table = embedding_table(model).float()  # (vocab, d)
-    if vector.shape != (table.shape[1],):
-        raise ValueError(f"vector must have shape ({table.shape[1]},), got {tuple(vector.shape)}.")
-    sims = table @ vector.float().to(table.device) / (table.norm(dim=-1) * vector.float().norm()).clamp_min(1e-12)  # (vocab,)
+    table = embedding_table(model).float()                                  # (vocab, d)
+    vector = check_vector("vector", vector, table.shape[1], table.device).float()  # (d,)
+    k = check_int("k", k, 1, table.shape[0])
+    sims = table @ vector / (table.norm(dim=-1) * vector.norm()).clamp_min(1e-12)  # (vocab,)
     for i in exclude:
         sims[i] = -float("inf")
     values, ids = sims.topk(k)

@@ -5,10 +5,10 @@ head. Nothing stops us from applying the same two steps to the residual stream a
 or right after the embedding: the result says which token that layer "would predict" if the
 model stopped there. Watching the top token settle layer by layer is the logit lens.
 
-    lens = logit_lens(model, "The Eiffel Tower is in the city of", tokenizer, target=" Paris")
+    lens = logit_lens(model, tokenizer, "The Eiffel Tower is in the city of", target=" Paris")
     lens.top_tokens[-1][-1]        # the model's own top-5 at the last position
     lens.first_layer(" Paris")     # first layer whose top-1 is " Paris"
-    LensView.from_lens(lens)       # the interactive table
+    print(lens)                    # the table as text (llmlab.visualization.LensView draws it)
 
 At the last layer the lens *is* the model's output (a test checks this), so every other row is
 the same readout applied earlier.
@@ -19,7 +19,8 @@ import dataclasses
 
 import torch
 
-from llmlab.inspection.capture import as_ids, capture, token_strings
+from llmlab.checks import as_ids, check_int, resolve_position, tokenizer_first
+from llmlab.inspection.capture import capture, token_strings
 
 
 def unembed(model, h: torch.Tensor) -> torch.Tensor:
@@ -57,11 +58,6 @@ class LensResult:
         return [(label, self.top_tokens[row][position][0], float(self.top_probs[row, position, 0]))
                 for row, label in enumerate(self.layer_labels)]
 
-    def view(self, title=None):
-        from llmlab.visualization.views import LensView
-
-        return LensView.from_lens(self, title=title)
-
     def __str__(self) -> str:
         width = max(len(label) for label in self.layer_labels)
         lines = []
@@ -72,8 +68,9 @@ class LensResult:
         return "\n".join(lines)
 
 
+@tokenizer_first("prompt", "tokenizer", "k", "target", "positions", "cache")
 @torch.no_grad()
-def logit_lens(model, prompt, tokenizer, k: int = 5, target: str | int | None = None, positions=None,
+def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = None, positions=None,
                cache=None) -> LensResult:
     """Apply final norm + LM head to the residual stream after the embedding and after every block.
 
@@ -82,16 +79,21 @@ def logit_lens(model, prompt, tokenizer, k: int = 5, target: str | int | None = 
     target   : a token string (must be one token) or id whose rank is tracked in every cell.
     positions: which positions to read (default all).
     """
-    ids = as_ids(model, prompt, tokenizer)
+    if tokenizer is None:
+        raise ValueError("logit_lens needs the tokenizer to decode the top tokens: logit_lens(model, tokenizer, prompt).")
+    ids = as_ids(model, tokenizer, prompt)
     T = ids.shape[1]
+    k = check_int("k", k, low=1, high=model.config.vocab_size)
     if cache is None:
-        _, cache = capture(model, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
-    positions = list(range(T)) if positions is None else [p % T for p in ([positions] if isinstance(positions, int) else positions)]
+        _, cache = capture(model, None, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
+    positions = list(range(T)) if positions is None else \
+        [resolve_position(p, T) for p in ([positions] if isinstance(positions, int) else positions)]
     resid = cache.accumulated_resid()[:, 0, positions]  # (L+1, P, d)
 
     target_id = None
     if target is not None:
-        target_id = target if isinstance(target, int) else _single_token(tokenizer, target)
+        target_id = check_int("target", target, 0, model.config.vocab_size - 1) if not isinstance(target, str) \
+            else _single_token(tokenizer, target)
     top_ids, top_probs, ranks, target_probs = [], [], [], []
     for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
         logits = unembed(model, layer_resid).float()  # (P, vocab)

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.inspection.capture import as_ids, capture
+from llmlab.checks import as_ids, check_int, resolve_layer
+from llmlab.hooks import hook_name
+from llmlab.inspection.capture import capture
 
 
 @torch.no_grad()
 def neuron_activations(model, tokenizer, text: str, layer: int, neuron: int) -> tuple[list[str], torch.Tensor]:
     """(token strings, activations (T,)) of one neuron over one text."""
     d_ff = model.config.d_ff
+    check_int("neuron", neuron)
     if not 0 <= neuron < d_ff:
         raise IndexError(f"neuron {neuron} does not exist; the FFN of this model has {d_ff} neurons (0..{d_ff - 1}).")
-    name = f"blocks.{layer % model.config.n_layers}.mlp.hook_post"
-    ids = as_ids(model, text, tokenizer)
-    _, cache = capture(model, ids, names=[name])
+    name = hook_name(resolve_layer(model.config.n_layers, layer), "mlp.post")
+    ids = as_ids(model, tokenizer, text)
+    _, cache = capture(model, None, ids, names=[name])
     tokens = [tokenizer.decode([int(i)]) for i in ids[0]]
     return tokens, cache[name][0, :, neuron].float().cpu()  # (T,)
 
@@ -33,6 +36,9 @@ def top_activating_tokens(model, tokenizer, texts: list[str], layer: int, neuron
 
     context: how many tokens before the token to show; the token itself is marked with |...|.
     """
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings; for one text use [text].")
+    check_int("k", k, low=1)
     found = []
     for text in texts:
         tokens, acts = neuron_activations(model, tokenizer, text, layer, neuron)

@@ -17,7 +17,9 @@ import dataclasses
 
 import torch
 
-from llmlab.inspection.capture import as_ids, capture, hooks
+from llmlab.checks import as_ids, resolve_layer, resolve_position
+from llmlab.hooks import hook_name
+from llmlab.inspection.capture import capture, hooks
 
 IDENTITY_TEMPLATE = "cat -> cat; 1135 -> 1135; hello -> hello; ? ->"
 
@@ -55,19 +57,17 @@ def patchscope(model, tokenizer, source_prompt, source_layer: int, source_positi
     from llmlab.generation import generate
 
     n = model.config.n_layers
-    target_layer = source_layer if target_layer is None else target_layer
-    for layer in (source_layer, target_layer):
-        if not -n <= layer < n:
-            raise IndexError(f"layer {layer} does not exist; the model has {n} layers.")
-    source_layer, target_layer = source_layer % n, target_layer % n
-    name = f"blocks.{source_layer}.hook_resid_post"
-    _, cache = capture(model, source_prompt, tokenizer, names=[name])
-    state = cache[name][0, source_position]  # (d,)
+    source_layer = resolve_layer(n, source_layer)
+    target_layer = source_layer if target_layer is None else resolve_layer(n, target_layer)
+    name = hook_name(source_layer, "resid_post")
+    source_ids = as_ids(model, tokenizer, source_prompt)
+    _, cache = capture(model, None, source_ids, names=[name])
+    state = cache[name][0, resolve_position(source_position, source_ids.shape[1], "source_position")]  # (d,)
 
-    ids = as_ids(model, template, tokenizer)
+    ids = as_ids(model, tokenizer, template)
     if target_position is None:
         target_position = _placeholder_position(tokenizer, ids, placeholder)
-    target_position %= ids.shape[1]
+    target_position = resolve_position(target_position, ids.shape[1], "target_position")
     done = []
 
     def inject(h):  # (B, T, d); the prompt pass covers the placeholder, later decode steps do not
@@ -78,7 +78,7 @@ def patchscope(model, tokenizer, source_prompt, source_layer: int, source_positi
         h[:, target_position] = state.to(h.device, h.dtype)
         return h
 
-    with hooks(model, {f"blocks.{target_layer}.hook_resid_post": inject}):
+    with hooks(model, {hook_name(target_layer, "resid_post"): inject}):
         out = generate(model, ids, max_new_tokens=max_new_tokens, use_cache=True)  # (1, T + new)
     if not done:
         raise RuntimeError("The hidden state was never injected; is target_position inside the template?")

@@ -4,6 +4,9 @@ Cosine compares two vectors: the same word in two contexts, one position at two 
 prompt in two models of the same width.
 
 >>> import torch
+
+from llmlab.checks import resolve_layer, resolve_position
+from llmlab.hooks import hook_name
 >>> cosine(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]))
 tensor(0.7071)
 
@@ -19,6 +22,9 @@ near 0 when they are unrelated.
 from __future__ import annotations
 
 import torch
+
+from llmlab.checks import resolve_layer, resolve_position
+from llmlab.hooks import hook_name
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -94,15 +100,18 @@ def _stack_layers(cache, batch: int = 0) -> torch.Tensor:
     return cache.accumulated_resid()[:, batch]  # (L+1, T, d)
 
 
-def position_similarity(cache, layer: int, batch: int = 0) -> torch.Tensor:
-    """Cosine between every pair of positions at one layer's output (layer=-1: the embeddings): (T, T)."""
-    resid = _stack_layers(cache, batch)[layer + 1]  # (T, d)
-    return cosine_matrix(resid)
+def position_similarity(cache, layer: int | str, batch: int = 0) -> torch.Tensor:
+    """Cosine between every pair of positions at one block's output (-1: the last block; "embed": the
+    embeddings): (T, T)."""
+    resid = _stack_layers(cache, batch)                                    # (L+1, T, d)
+    row = 0 if layer == "embed" else resolve_layer(resid.shape[0] - 1, layer) + 1
+    return cosine_matrix(resid[row])                                       # (T, T)
 
 
 def layer_similarity(cache, position: int = -1, batch: int = 0) -> torch.Tensor:
     """Cosine between one position's residual vector at every pair of layers: (L+1, L+1)."""
-    resid = _stack_layers(cache, batch)[:, position]  # (L+1, d)
+    resid = _stack_layers(cache, batch)
+    resid = resid[:, resolve_position(position, resid.shape[1])]  # (L+1, d)
     return cosine_matrix(resid)
 
 
@@ -128,6 +137,8 @@ def prompt_similarity(model, tokenizer, prompts: list[str], layer: int, position
     """
     from llmlab.inspection.capture import capture
 
-    name = f"blocks.{layer % model.config.n_layers}.hook_resid_post"
-    vectors = [capture(model, p, tokenizer, names=[name])[1][name][0, position] for p in prompts]  # each (d,)
+    if isinstance(prompts, str) or len(prompts) < 2:
+        raise ValueError("prompt_similarity compares several prompts: pass a list of at least two.")
+    name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
+    vectors = [capture(model, tokenizer, p, names=[name])[1][name][0, position] for p in prompts]  # each (d,)
     return cosine_matrix(torch.stack(vectors))  # (N, N)

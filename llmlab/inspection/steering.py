@@ -14,14 +14,9 @@ import contextlib
 
 import torch
 
-from llmlab.inspection.capture import as_ids, capture, hooks
-
-
-def _layer(model, layer: int) -> int:
-    n = model.config.n_layers
-    if not -n <= layer < n:
-        raise IndexError(f"layer {layer} does not exist; the model has {n} layers (0..{n - 1}).")
-    return layer % n
+from llmlab.checks import as_ids, check_number, check_vector, resolve_layer
+from llmlab.hooks import hook_name
+from llmlab.inspection.capture import capture, hooks
 
 
 @torch.no_grad()
@@ -30,11 +25,12 @@ def mean_resid(model, tokenizer, prompts: list[str], layer: int, position: int |
 
     Returns (d_model,).
     """
-    layer = _layer(model, layer)
-    name = f"blocks.{layer}.hook_resid_post"
+    if isinstance(prompts, str) or not prompts:
+        raise TypeError("prompts must be a non-empty list of strings; for one prompt use [prompt].")
+    name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
     vectors = []
     for prompt in prompts:
-        _, cache = capture(model, prompt, tokenizer, names=[name])
+        _, cache = capture(model, tokenizer, prompt, names=[name])
         h = cache[name][0]  # (T, d)
         vectors.append(h.mean(0) if position == "mean" else h[position])
     return torch.stack(vectors).mean(0)  # (d,)
@@ -52,14 +48,14 @@ def steering_vector(model, tokenizer, positive: list[str], negative: list[str], 
 def steer(model, vector: torch.Tensor, layer: int, scale: float = 1.0):
     """Inside the `with`, every forward pass adds scale * vector to the output of block `layer`
     at every position (including the new ones during generation with a KV cache)."""
-    layer = _layer(model, layer)
-    if vector.shape != (model.config.d_model,):
-        raise ValueError(f"vector must have shape ({model.config.d_model},) (d_model), got {tuple(vector.shape)}.")
+    name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
+    vector = check_vector("vector", vector, model.config.d_model, model.device)  # (d,), on the model's device
+    scale = check_number("scale", scale)
 
     def add(h):  # (B, T, d)
-        return h + scale * vector.to(h.device, h.dtype)
+        return h + scale * vector.to(h.dtype)
 
-    with hooks(model, {f"blocks.{layer}.hook_resid_post": add}):
+    with hooks(model, {name: add}):
         yield model
 
 
@@ -68,7 +64,7 @@ def generate_steered(model, tokenizer, prompt: str, vector: torch.Tensor, layer:
     """Greedy (by default) continuation of `prompt` with the steering vector added; returns the new text."""
     from llmlab.generation import generate
 
-    ids = as_ids(model, prompt, tokenizer)
+    ids = as_ids(model, tokenizer, prompt)
     with torch.no_grad(), steer(model, vector, layer, scale):
         out = generate(model, ids, max_new_tokens=max_new_tokens, **generate_kwargs)  # (1, T + new)
     return tokenizer.decode(out[0, ids.shape[1]:].tolist())
