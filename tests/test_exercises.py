@@ -597,6 +597,12 @@ WRONG = [
     ("steering_vector", steering_vector_sums, ["summed instead of averaging"]),
 ]
 
+# The build-it exercises of chapters 5 and 8 (a GQA layer, a whole Llama block) keep their solutions apart.
+from solutions_05_09 import RIGHT as RIGHT_05_09, WRONG as WRONG_05_09  # noqa: E402
+
+RIGHT.update(RIGHT_05_09)
+WRONG += WRONG_05_09
+
 
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]

@@ -241,3 +241,115 @@ def check_cross_attention(fn: Learner) -> str:
             ("queries must come from the decoder states x, not from memory.", _attention(memory @ w_q, k, v)),
         ])
     return "queries from the decoder, keys and values from the encoder, unmasked and scaled: correct on 3 cases."
+
+
+# ---------------------------------------------------------------- ch. 5: a GQA attention layer, built by hand
+
+def _rope_halves(x, cos, sin):
+    """Split-halves RoPE (Llama / Hugging Face layout): pairs channel j with channel j + hd/2."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _rope_adjacent(x, cos, sin):
+    """The interleaved RoPE layout (pairs 2j, 2j+1) with the same angles: a wrong layout for these weights."""
+    half = x.shape[-1] // 2
+    c, s = cos[..., :half].repeat_interleave(2, -1), sin[..., :half].repeat_interleave(2, -1)
+    pairs = x.view(*x.shape[:-1], half, 2)
+    rotated = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+    return x * c + rotated * s
+
+
+def _gqa_variant(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, cos, sin, rope="halves", rope_v=False, scale=None,
+                 causal=True, tile_kv=False, out_proj=True, split="heads-first"):
+    """A GQA layer with switchable mistakes (used to recognise wrong answers)."""
+    B, T, _ = x.shape
+    hd = w_q.shape[1] // n_heads
+
+    def heads(t, n):                                   # (B, T, n*hd) -> (B, n, T, hd)
+        if split == "heads-first":
+            return t.view(B, T, n, hd).transpose(1, 2)
+        return t.view(B, T, hd, n).permute(0, 3, 1, 2)  # wrong: channels split as (hd, n)
+
+    q, k, v = heads(x @ w_q, n_heads), heads(x @ w_k, n_kv_heads), heads(x @ w_v, n_kv_heads)
+    turn = {"halves": _rope_halves, "adjacent": _rope_adjacent, "none": lambda t, c, s: t}[rope]
+    q, k = turn(q, cos, sin), turn(k, cos, sin)
+    if rope_v:
+        v = turn(v, cos, sin)
+    n_rep = n_heads // n_kv_heads
+    if tile_kv:
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+    else:
+        k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+    scale = hd ** -0.5 if scale is None else scale
+    scores = q @ k.transpose(-2, -1) * scale           # (B, H, T, T)
+    if causal:
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    z = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, n_heads * hd)   # (B, T, H*hd)
+    return z @ w_o if out_proj else z
+
+
+def _gqa_reference(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, cos, sin):
+    """llmlab's own Attention layer, loaded with the given weights (nn.Linear stores them as (out, in))."""
+    from llmlab.attention import Attention, causal_mask
+    from llmlab.config import ModelConfig
+
+    d, hd = x.shape[-1], w_q.shape[1] // n_heads
+    cfg = ModelConfig(vocab_size=8, d_model=d, n_layers=1, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=hd,
+                      d_ff=4)
+    layer = Attention(cfg).eval()
+    with torch.no_grad():
+        for linear, w in [(layer.q_proj, w_q), (layer.k_proj, w_k), (layer.v_proj, w_v), (layer.o_proj, w_o)]:
+            linear.weight.copy_(w.T)
+        return layer(x, rope=(cos, sin), mask=causal_mask(x.shape[1]), attn_impl="eager")
+
+
+def check_gqa_attention(fn: Learner) -> str:
+    """gqa_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, cos, sin) -> (B, T, d).
+
+    A causal grouped-query attention layer: x (B, T, d); w_q (d, n_heads*hd), w_k and w_v
+    (d, n_kv_heads*hd), w_o (n_heads*hd, d), all used as x @ w; cos and sin (T, hd) are the RoPE
+    tables in the split-halves layout (llmlab.positions.rope_cos_sin), applied to q and k.
+    """
+    from llmlab.positions import rope_cos_sin
+
+    g = generator(37)
+    # (B, T, d, n_heads, n_kv_heads, hd): GQA, MQA with n_heads*hd != d (like Gemma), and plain MHA
+    shapes = [(1, 5, 12, 6, 2, 4), (2, 4, 8, 4, 1, 6), (1, 3, 8, 2, 2, 4)]
+    fn.error_hints = [("must match the size", "the key/value tensors have n_kv_heads heads and the queries "
+                       "n_heads. Repeat each KV head n_heads // n_kv_heads times along the head axis "
+                       "(k.repeat_interleave(n_rep, dim=1), or llmlab.attention.repeat_kv) before q @ k^T.")]
+    for B, T, d, H, H_kv, hd in shapes:
+        x = torch.randn(B, T, d, generator=g)
+        w_q, w_o = torch.randn(d, H * hd, generator=g) / d ** 0.5, torch.randn(H * hd, d, generator=g) / d ** 0.5
+        w_k, w_v = torch.randn(d, H_kv * hd, generator=g) / d ** 0.5, torch.randn(d, H_kv * hd, generator=g) / d ** 0.5
+        cos, sin = rope_cos_sin(T, hd, base=100.0)
+        args = (x, w_q, w_k, w_v, w_o, H, H_kv, cos, sin)
+        got = fn(*args, names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads", "n_kv_heads", "cos", "sin"))
+        expect_tensor(fn, got, _gqa_reference(*args), atol=1e-4, rtol=1e-3, mistakes=[
+            ("the KV heads are repeated in the wrong order: query head h belongs to KV head h // n_rep, so each KV "
+             "head must be repeated n_rep times in a row (kv0, kv0, kv1, kv1, ...): repeat_interleave(n_rep, dim=1), "
+             "not .repeat(1, n_rep, 1, 1), which tiles them (kv0, kv1, kv0, kv1, ...).",
+             _gqa_variant(*args, tile_kv=True)),
+            ("RoPE is missing: rotate q and k with cos and sin (x * cos + rotate_half(x) * sin) before the scores.",
+             _gqa_variant(*args, rope="none")),
+            ("RoPE is in the wrong layout: you rotated adjacent pairs (2j, 2j+1). These weights use the split-halves "
+             "layout, which pairs channel j with channel j + head_dim/2 (rotate_half).",
+             _gqa_variant(*args, rope="adjacent")),
+            ("RoPE went on the values too: only queries and keys are rotated; v stays as it is.",
+             _gqa_variant(*args, rope_v=True)),
+            (f"the scores were not scaled: divide q k^T by sqrt(head_dim) = sqrt({hd}) before the softmax.",
+             _gqa_variant(*args, scale=1.0)),
+            (f"you scaled by 1/sqrt(d_model) = 1/sqrt({d}); the scale is 1/sqrt(head_dim) = 1/sqrt({hd}), "
+             "the width of one query.", _gqa_variant(*args, scale=d ** -0.5)),
+            ("the causal mask is missing: position i must not see keys j > i (fill -inf above the diagonal "
+             "before the softmax).", _gqa_variant(*args, causal=False)),
+            ("the heads are split the wrong way: view the projection as (B, T, n_heads, head_dim), each head a "
+             "contiguous slice of head_dim channels, then transpose to (B, n_heads, T, head_dim).",
+             _gqa_variant(*args, split="channels-first")),
+            ("the output projection is missing: concatenate the heads to (B, T, n_heads*head_dim) and multiply "
+             "by w_o, which mixes the heads and maps back to width d.", _gqa_variant(*args, out_proj=False)),
+        ])
+    return ("matches llmlab.attention.Attention for GQA (6 query / 2 KV heads), MQA with n_heads*head_dim != d "
+            "(like Gemma) and plain MHA, with RoPE and the causal mask.")

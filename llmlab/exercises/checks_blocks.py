@@ -134,3 +134,96 @@ def check_prenorm_block(fn: Learner) -> str:
              (norm1(x) + attn(norm1(x))) + mlp(norm2(norm1(x) + attn(norm1(x))))),
         ])
     return "a correct pre-norm residual block on two hidden inputs."
+
+
+# ---------------------------------------------------------------- ch. 8: a whole Llama block from raw weights
+
+BLOCK_KEYS = ("attn_norm", "q", "k", "v", "o", "mlp_norm", "gate", "up", "down")
+
+
+def _llama_block_variant(x, w, n_heads, n_kv_heads, cos, sin, eps, layout="pre", ffn_reads="h", norm_weight=True,
+                         act="silu", rope=True):
+    """A Llama block with switchable mistakes (used to recognise wrong answers)."""
+    from llmlab.exercises.checks_attention import _gqa_variant
+
+    def norm(t, weight):
+        t = t / (t.pow(2).mean(-1, keepdim=True) + eps).sqrt()
+        return t * weight if norm_weight else t
+
+    def attn(t):
+        return _gqa_variant(t, w["q"], w["k"], w["v"], w["o"], n_heads, n_kv_heads, cos, sin,
+                            rope="halves" if rope else "none")
+
+    def ffn(t):
+        gate, up = t @ w["gate"], t @ w["up"]
+        a = {"silu": F.silu, "gelu": F.gelu, "swap": None}[act]
+        return ((gate * F.silu(up)) if act == "swap" else (a(gate) * up)) @ w["down"]
+
+    if layout == "post":
+        h = norm(x + attn(x), w["attn_norm"])
+        return norm(h + ffn(h), w["mlp_norm"])
+    if layout == "no-residual":
+        return ffn(norm(attn(norm(x, w["attn_norm"])), w["mlp_norm"]))
+    h = x + attn(norm(x, w["attn_norm"]))
+    return h + ffn(norm(h if ffn_reads == "h" else x, w["mlp_norm"]))
+
+
+def _llama_block_reference(x, w, n_heads, n_kv_heads, cos, sin, eps):
+    """llmlab's own pre-norm Block, loaded with the given weights."""
+    from llmlab.attention import causal_mask
+    from llmlab.block import Block
+    from llmlab.config import ModelConfig
+
+    d, hd, d_ff = x.shape[-1], w["q"].shape[1] // n_heads, w["gate"].shape[1]
+    cfg = ModelConfig(vocab_size=8, d_model=d, n_layers=1, n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=hd,
+                      d_ff=d_ff, norm="rms", norm_eps=eps, block="pre", ffn="swiglu", activation="silu")
+    block = Block(cfg).eval()
+    with torch.no_grad():
+        block.attn_norm.weight.copy_(w["attn_norm"])
+        block.mlp_norm.weight.copy_(w["mlp_norm"])
+        for linear, key in [(block.attn.q_proj, "q"), (block.attn.k_proj, "k"), (block.attn.v_proj, "v"),
+                            (block.attn.o_proj, "o"), (block.mlp.gate_proj, "gate"), (block.mlp.up_proj, "up"),
+                            (block.mlp.down_proj, "down")]:
+            linear.weight.copy_(w[key].T)
+        return block(x, (cos, sin), causal_mask(x.shape[1]), attn_impl="eager")
+
+
+def check_llama_block(fn: Learner) -> str:
+    """llama_block(x, w, n_heads, n_kv_heads, cos, sin, eps) -> (B, T, d): one pre-norm Llama block.
+
+    w is a dict of tensors used as x @ w: "q" (d, n_heads*hd), "k" and "v" (d, n_kv_heads*hd),
+    "o" (n_heads*hd, d), "gate" and "up" (d, d_ff), "down" (d_ff, d), and the RMSNorm weights
+    "attn_norm" and "mlp_norm" (d,). h = x + attn(rms_norm(x)); out = h + swiglu(rms_norm(h)),
+    with causal GQA attention and split-halves RoPE (cos, sin of shape (T, hd)).
+    """
+    from llmlab.positions import rope_cos_sin
+
+    g = generator(41)
+    for B, T, d, H, H_kv, hd, d_ff in [(1, 4, 8, 4, 2, 2, 16), (2, 5, 12, 6, 3, 4, 20)]:
+        x = torch.randn(B, T, d, generator=g) * 2
+        w = {"attn_norm": torch.rand(d, generator=g) + 0.5, "mlp_norm": torch.rand(d, generator=g) + 0.5}
+        for key, shape in [("q", (d, H * hd)), ("k", (d, H_kv * hd)), ("v", (d, H_kv * hd)), ("o", (H * hd, d)),
+                           ("gate", (d, d_ff)), ("up", (d, d_ff)), ("down", (d_ff, d))]:
+            w[key] = torch.randn(*shape, generator=g) / shape[0] ** 0.5
+        cos, sin = rope_cos_sin(T, hd, base=100.0)
+        eps = 1e-5
+        args = (x, w, H, H_kv, cos, sin, eps)
+        got = fn(x, {k: v.clone() for k, v in w.items()}, H, H_kv, cos, sin, eps,
+                 names=("x", "w", "n_heads", "n_kv_heads", "cos", "sin", "eps"))
+        expect_tensor(fn, got, _llama_block_reference(*args), atol=1e-4, rtol=1e-3, mistakes=[
+            ("that is the post-norm block of the 2017 Transformer: norm(x + sublayer(x)). Llama normalises the "
+             "sublayer's INPUT and adds its output to the un-normalised stream: h = x + attn(rms_norm(x)).",
+             _llama_block_variant(*args, layout="post")),
+            ("the residual connections are missing: add each sublayer's output to the stream it read "
+             "(h = x + attn(...), out = h + ffn(...)).", _llama_block_variant(*args, layout="no-residual")),
+            ("the FFN must read the stream AFTER attention: out = h + ffn(rms_norm(h)), not rms_norm(x).",
+             _llama_block_variant(*args, ffn_reads="x")),
+            ("the RMSNorm weights are missing: multiply the normalised vector by w['attn_norm'] (before attention) "
+             "and w['mlp_norm'] (before the FFN).", _llama_block_variant(*args, norm_weight=False)),
+            ("SiLU went on the wrong branch of the FFN: silu(x @ gate) * (x @ up), then @ down.",
+             _llama_block_variant(*args, act="swap")),
+            ("you used GELU; Llama's FFN is SwiGLU, with SiLU on the gate.", _llama_block_variant(*args, act="gelu")),
+            ("RoPE is missing: rotate q and k (split halves) inside the attention.",
+             _llama_block_variant(*args, rope=False)),
+        ])
+    return "matches llmlab's pre-norm Block (RMSNorm, causal GQA with RoPE, SwiGLU) on two hidden configurations."

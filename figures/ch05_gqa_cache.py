@@ -1,0 +1,54 @@
+"""Chapter 5 diagram: what a GQA layer keeps in its KV cache, and how query heads share it.
+
+Run from the repository root: python figures/ch05_gqa_cache.py
+writes figures/generated/ch05_gqa_cache.svg
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch05_gqa_cache.svg")
+GROUPS = ["#4c72b0", "#55a868", "#c44e52"]
+N_Q, N_KV, T = 9, 3, 6   # SmolLM2: 9 query heads, 3 KV heads; 6 cached positions drawn
+
+
+def main():
+    fig, ax = plt.subplots(figsize=(11, 3.8))
+    rep = N_Q // N_KV
+    for h in range(N_Q):
+        g = h // rep
+        x = h * 0.75
+        ax.add_patch(Rectangle((x, 3.0), 0.6, 0.45, facecolor=GROUPS[g], edgecolor="white"))
+        ax.text(x + 0.3, 3.22, f"q{h}", ha="center", va="center", color="white", fontsize=8, fontweight="bold")
+        kx = 0.4 + g * 2.3 + 0.9
+        ax.plot([x + 0.3, kx], [3.0, 2.55], color=GROUPS[g], lw=1)
+    for g in range(N_KV):
+        x0 = 0.4 + g * 2.3
+        for kind, y in [("K", 1.45), ("V", 0.55)]:
+            for t in range(T):
+                ax.add_patch(Rectangle((x0 + t * 0.3, y), 0.28, 0.6, facecolor=GROUPS[g], alpha=0.35 + 0.1 * (t % 2),
+                                       edgecolor="white"))
+            ax.text(x0 - 0.1, y + 0.3, kind + str(g), ha="right", va="center", fontsize=8.5)
+        ax.text(x0 + 0.9, 2.2, f"KV head {g}", ha="center", va="bottom", fontsize=8.5)
+    ax.annotate("", xy=(0.4 + 1.8, 0.35), xytext=(0.4, 0.35), arrowprops=dict(arrowstyle="-|>", color="#555555"))
+    ax.text(0.4, 0.12, "one (K, V) column per past token", fontsize=8, va="top")
+    ax.text(7.3, 2.4, "cached per token and layer:\n"
+            "MHA  2 × 9 × 64 = 1,152 numbers\n"
+            "GQA  2 × 3 × 64 =   384 numbers\n"
+            "each KV head serves 3 query heads\n"
+            "(repeat_kv copies it for the scores)",
+            fontsize=8.5, va="top", family="monospace")
+    ax.set_xlim(-0.3, 11.0)
+    ax.set_ylim(-0.2, 3.6)
+    ax.axis("off")
+    fig.tight_layout()
+    save_svg(fig, OUT)
+
+
+if __name__ == "__main__":
+    main()
