@@ -1,10 +1,12 @@
 """The `llmlab` command line: tools for instructors, and for the converted-model cache.
 
     llmlab assign SRC... --out DIR            student copies without solutions
-    llmlab grade SUBMISSIONS --out REPORT     run submissions, write grades.csv and grades.json
+    llmlab grade SUBMISSIONS --assignment NB --out REPORT
+                                              run each submission in a sandbox, grade it, write grades.csv/.json
     llmlab exercises                          list the automatically checked exercises
     llmlab cache [--clean [--dry-run]]        list the cache entries; delete the stale ones
 
+assign and grade need the instructor extra: pip install "llmlab[instructor]".
 See the instructor guide appendix of the book for an example run.
 """
 from __future__ import annotations
@@ -21,14 +23,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("sources", nargs="+", help="notebooks, or folders of notebooks, with cells tagged 'solution'")
     p.add_argument("--out", required=True, help="folder for the student copies (created if needed)")
 
-    p = sub.add_parser("grade", help="execute submitted notebooks and collect their check results")
+    p = sub.add_parser("grade", help="run each submitted notebook in a sandbox and grade its exercises")
     p.add_argument("submissions", help="folder with one submitted .ipynb per student (file name = student)")
     p.add_argument("--out", required=True, help="folder for grades.csv and grades.json")
     p.add_argument("--timeout", type=float, default=120, help="seconds allowed per notebook (default 120)")
-    p.add_argument("--expected", default=None,
-                   help="comma-separated exercise ids every submission must report, e.g. softmax,causal_mask")
     p.add_argument("--assignment", default=None,
-                   help="the assigned notebook (or folder): its check() calls are the expected exercises")
+                   help="the assigned notebook (or folder): its check() calls are the exercises to grade "
+                        "(this or --expected is required; the list never comes from the submissions)")
+    p.add_argument("--expected", default=None,
+                   help="comma-separated exercise ids to grade, e.g. softmax,causal_mask (with or instead of --assignment)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="do not use bubblewrap even where it works (weaker containment; a warning says what)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
 
     sub.add_parser("exercises", help="list the automatically checked exercises")
@@ -41,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cache_command(clean: bool, dry_run: bool) -> None:
-    from llmlab.loading import cache_entries, cache_root, clean_cache
+    from llmlab.cache import cache_entries, cache_root, clean_cache
 
     def mib(n):
         return f"{n / 2**20:,.0f} MiB"
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             from llmlab.exercises.grading import grade
             expected = [e.strip() for e in args.expected.split(",") if e.strip()] if args.expected else None
             grade(args.submissions, args.out, timeout=args.timeout, expected=expected,
-                  assignment=args.assignment, kernel=args.kernel)
+                  assignment=args.assignment, kernel=args.kernel, sandbox=False if args.no_sandbox else None)
         elif args.command == "cache":
             if args.dry_run and not args.clean:
                 raise ValueError("--dry-run goes with --clean: llmlab cache --clean --dry-run")
@@ -79,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ch. {ex.chapter:>2}  {ex.id:<22} {ex.signature}")
     except (FileNotFoundError, ValueError) as e:
         print(f"llmlab {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:  # nbformat, nbclient or ipykernel missing
+        if args.command not in ("assign", "grade"):
+            raise
+        print(f"llmlab {args.command}: error: this command needs the instructor extra, which is not installed "
+              f"({e.name or e}). Install it with: pip install \"llmlab[instructor]\"", file=sys.stderr)
         return 2
     return 0
 
