@@ -47,14 +47,14 @@ def test_trace_with_a_corrupted_prompt_matches_single_patches(preset, device):
     clean, corrupt = ids_for(model, seed=1), ids_for(model, seed=1).clone()
     corrupt[0, 2] = (corrupt[0, 2] + 1) % model.config.vocab_size    # another token at position 2
     answer = int(model(clean)[0, -1].argmax())
-    trace = causal_trace(model, clean, answer, corrupt=corrupt, site="resid_post")
+    trace = causal_trace(model, None, clean, answer, corrupt=corrupt, site="resid_post")
     assert trace.effect.shape == (model.config.n_layers, 7)
     assert trace.clean == pytest.approx(prob(model, clean, answer), abs=1e-5)
     assert trace.corrupted == pytest.approx(prob(model, corrupt, answer), abs=1e-5)
-    _, cache = capture(model, clean)
+    _, cache = capture(model, None, clean)
     for layer, pos in [(0, 2), (1, 2), (1, 6), (0, 0)]:
         name = f"blocks.{layer}.hook_resid_post"
-        by_hand = torch.softmax(patch(model, corrupt, name, cache[name], positions=[pos])[0, -1].float(), -1)
+        by_hand = torch.softmax(patch(model, None, corrupt, name, cache[name], positions=[pos])[0, -1].float(), -1)
         assert trace.effect[layer, pos] == pytest.approx(float(by_hand[answer]), abs=1e-5)
     # positions before the changed token see the same past in both runs: restoring them changes nothing
     torch.testing.assert_close(trace.effect[:, :2], torch.full((model.config.n_layers, 2), trace.corrupted),
@@ -69,14 +69,14 @@ def test_noise_trace_undoing_the_noise_restores_the_clean_run(preset):
     model = tiny(preset)
     ids = ids_for(model)
     answer = int(model(ids)[0, -1].argmax())
-    trace = causal_trace(model, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
+    trace = causal_trace(model, None, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
     assert trace.corrupted < trace.clean                       # the noise hurt the answer
     # resid_pre of block 0 is the embedding: restoring it at the noised position removes the noise
     assert trace.effect[0, 3] == pytest.approx(trace.clean, abs=1e-5)
     torch.testing.assert_close(trace.effect[:, :3], torch.full((model.config.n_layers, 3), trace.corrupted),
                                atol=1e-5, rtol=0)
     # the same noise every time (seeded), so two traces agree exactly
-    again = causal_trace(model, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
+    again = causal_trace(model, None, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
     torch.testing.assert_close(trace.effect, again.effect)
 
 
@@ -84,16 +84,16 @@ def test_trace_metric_layers_positions_and_windows():
     model = tiny("tiny-gemma3")
     ids = ids_for(model)
     a, b = 5, 9
-    trace = causal_trace(model, ids, logit_diff(a, b), noise_positions=[1, 2], site="mlp_out",
+    trace = causal_trace(model, None, ids, logit_diff(a, b), noise_positions=[1, 2], site="mlp_out",
                          layers=[-1, 0], positions=[-1, 2])
     assert trace.layers == [2, 0] and trace.positions == [6, 2]
     with torch.no_grad():
         logits = model(ids)[0, -1]
     assert trace.clean == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
     # a window of every layer restores every FFN output at that position
-    full = causal_trace(model, ids, a, noise_positions=[1], site="attn_out", layers=[0],
+    full = causal_trace(model, None, ids, a, noise_positions=[1], site="attn_out", layers=[0],
                         window=model.config.n_layers)
-    single = causal_trace(model, ids, a, noise_positions=[1], site="attn_out", layers=[0])
+    single = causal_trace(model, None, ids, a, noise_positions=[1], site="attn_out", layers=[0])
     assert full.effect.shape == single.effect.shape == (1, 7)
     assert not torch.allclose(full.effect[0, 1:], single.effect[0, 1:])
 
@@ -102,19 +102,19 @@ def test_trace_errors_are_actionable():
     model = tiny()
     ids = ids_for(model)
     with pytest.raises(IndexError, match="layer 2 does not exist"):
-        causal_trace(model, ids, 3, noise_positions=[1], layers=[2])
+        causal_trace(model, None, ids, 3, noise_positions=[1], layers=[2])
     with pytest.raises(IndexError, match="layer -3 does not exist"):
-        causal_trace(model, ids, 3, noise_positions=[1], layers=[-3])
-    with pytest.raises(IndexError, match="position 7 is outside"):
-        causal_trace(model, ids, 3, noise_positions=[7])
+        causal_trace(model, None, ids, 3, noise_positions=[1], layers=[-3])
+    with pytest.raises(IndexError, match="noise position 7 is outside"):
+        causal_trace(model, None, ids, 3, noise_positions=[7])
     with pytest.raises(ValueError, match="exactly one corruption"):
-        causal_trace(model, ids, 3)
+        causal_trace(model, None, ids, 3)
     with pytest.raises(ValueError, match="same number of tokens"):
-        causal_trace(model, ids, 3, corrupt=ids[:, :5])
+        causal_trace(model, None, ids, 3, corrupt=ids[:, :5])
     with pytest.raises(ValueError, match="site must be one of"):
-        causal_trace(model, ids, 3, noise_positions=[1], site="resid")
+        causal_trace(model, None, ids, 3, noise_positions=[1], site="resid")
     with pytest.raises(TypeError, match="answer must be a token id"):
-        causal_trace(model, ids, "Paris", noise_positions=[1])
+        causal_trace(model, None, ids, "Paris", noise_positions=[1])
 
 
 # ------------------------------------------------------------------ direct logit attribution
@@ -128,7 +128,7 @@ def test_attributions_add_up_to_the_logit(preset, device):
             model.final_norm.bias.normal_()
     ids = ids_for(model)
     target = int(model(ids)[0, 3].argmax())
-    dla = direct_logit_attribution(model, ids, target, position=3)
+    dla = direct_logit_attribution(model, None, ids, target, position=3)
     n = model.config.n_layers
     assert dla.labels[:3] == ["embed", "attn 0", "mlp 0"] and len(dla.labels) == 2 * n + 1
     assert dla.by_layer().shape == (n, 2)
@@ -144,9 +144,9 @@ def test_embedding_share_computed_from_the_weights(preset):
     model = tiny(preset)
     ids = ids_for(model)
     target = 11
-    dla = direct_logit_attribution(model, ids, target)
+    dla = direct_logit_attribution(model, None, ids, target)
     with torch.no_grad():
-        _, cache = capture(model, ids)
+        _, cache = capture(model, None, ids)
         h = cache[f"blocks.{model.config.n_layers - 1}.hook_resid_post"][0, -1].double()
         rms = torch.sqrt(h.pow(2).mean() + model.final_norm.eps)
         w = model.final_norm.weight.double() + (1.0 if model.config.norm_unit_offset else 0.0)
@@ -158,12 +158,12 @@ def test_embedding_share_computed_from_the_weights(preset):
 
 def test_attribution_errors():
     with pytest.raises(ValueError, match="pre-norm or sandwich"):
-        direct_logit_attribution(tiny("tiny-2017"), torch.tensor([[1, 2, 3]]), 4)
+        direct_logit_attribution(tiny("tiny-2017"), None, torch.tensor([[1, 2, 3]]), 4)
     model = tiny()
     with pytest.raises(ValueError, match="target must be a token id"):
-        direct_logit_attribution(model, torch.tensor([[1, 2, 3]]), 128)
+        direct_logit_attribution(model, None, torch.tensor([[1, 2, 3]]), 128)
     with pytest.raises(IndexError, match="position 3 is outside"):
-        direct_logit_attribution(model, torch.tensor([[1, 2, 3]]), 4, position=3)
+        direct_logit_attribution(model, None, torch.tensor([[1, 2, 3]]), 4, position=3)
 
 
 # ------------------------------------------------------------------ probes
@@ -201,3 +201,15 @@ def test_probe_errors():
         probe_with_control(X, torch.zeros(10, dtype=torch.long), ["a"] * 9)
     with pytest.raises(ValueError, match="test_fraction"):
         probe_with_control(X, torch.zeros(10, dtype=torch.long), ["a"] * 10, test_fraction=1.0)
+
+
+def test_text_prompts_with_a_tokenizer():
+    from fakes import CharTokenizer
+
+    tok = CharTokenizer()
+    model = tiny()
+    trace = causal_trace(model, tok, "hello world", 7, noise_positions=[0, 1], layers=[0])
+    assert trace.tokens == list("hello world") and trace.effect.shape == (1, 11)
+    dla = direct_logit_attribution(model, tok, "hello world", 7)
+    torch.testing.assert_close(dla.contributions, direct_logit_attribution(model, None, [tok.encode("hello world")], 7)
+                               .contributions)

@@ -8,7 +8,7 @@ and a corrupted one (the subject's embeddings drowned in noise, or another subje
 the corrupted prompt once per (layer, position), each time restoring that single activation from
 the clean run. Where one restored vector brings the answer back, the information lives there.
 
-    trace = causal_trace(model, ids, answer=paris_id, noise_positions=[1, 2, 3])
+    trace = causal_trace(model, tok, "The Eiffel Tower is in the city of", paris_id, noise_positions=[1, 2, 3])
     trace.effect          # (n_layers, T): p(answer) after each single restore
     trace.recovered()     # the same on a 0 (corrupted) .. 1 (clean) scale
 
@@ -17,7 +17,7 @@ embedding plus what every attention and FFN sublayer added. The final norm is no
 once its scale is frozen at its value on this run, the answer's logit splits into one term per
 sublayer, and the terms add up to the logit exactly.
 
-    dla = direct_logit_attribution(model, ids, target=paris_id)
+    dla = direct_logit_attribution(model, tok, "The Eiffel Tower is in the city of", paris_id)
     dla.labels, dla.contributions    # ["embed", "attn 0", "mlp 0", ...], (2 * n_layers + 1,)
 """
 from __future__ import annotations
@@ -26,25 +26,10 @@ import dataclasses
 
 import torch
 
-from llmlab.inspection.capture import as_ids, capture, hooks, token_strings
+from llmlab.checks import as_ids, resolve_layer, resolve_position
+from llmlab.inspection.capture import capture, hooks, token_strings
 
 SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
-
-
-def _layer_index(model, layer: int) -> int:
-    """A layer number the way Python takes an index: negatives from the end, out of range is an error."""
-    n = model.config.n_layers
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise TypeError(f"a layer must be an int, got {layer!r} ({type(layer).__name__}).")
-    if not -n <= layer < n:
-        raise IndexError(f"layer {layer} does not exist; the model has {n} layers (0..{n - 1}, or -{n}..-1).")
-    return layer % n
-
-
-def _position_index(position: int, T: int) -> int:
-    if not -T <= position < T:
-        raise IndexError(f"position {position} is outside the prompt of {T} tokens (0..{T - 1}, or -{T}..-1).")
-    return position % T
 
 
 def _answer_metric(answer):
@@ -77,12 +62,12 @@ class TraceResult:
 
 
 @torch.no_grad()
-def causal_trace(model, clean, answer, corrupt=None, noise_positions=None, noise_scale: float = 3.0,
-                 seed: int = 0, site: str = "resid_post", layers=None, positions=None, window: int = 1,
-                 tokenizer=None) -> TraceResult:
+def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions=None, noise_scale: float = 3.0,
+                 seed: int = 0, site: str = "resid_post", layers=None, positions=None, window: int = 1) -> TraceResult:
     """Restore one clean activation at a time in a corrupted run and measure the answer.
 
-    clean          : the prompt (text with tokenizer, or ids).
+    tokenizer      : encodes text prompts and labels the tokens (None when the prompts are ids).
+    prompt         : the clean prompt (text, or ids).
     answer         : a token id (metric: its probability at the last position) or a function
                      of the last position's logits (B, vocab) -> (B,), e.g. logit_diff(a, b).
     corrupt        : a corrupted prompt with the same number of tokens, or
@@ -104,23 +89,23 @@ def causal_trace(model, clean, answer, corrupt=None, noise_positions=None, noise
     if window < 1:
         raise ValueError(f"window must be at least 1 (layers restored per row), got {window}.")
     metric = _answer_metric(answer)
-    ids = as_ids(model, clean, tokenizer)
+    ids = as_ids(model, tokenizer, prompt)
     if ids.shape[0] != 1:
         raise ValueError(f"causal_trace takes one prompt at a time; got a batch of {ids.shape[0]}.")
     T = ids.shape[1]
     n_layers = model.config.n_layers
-    layers = list(range(n_layers)) if layers is None else [_layer_index(model, l) for l in layers]
-    positions = list(range(T)) if positions is None else [_position_index(p, T) for p in positions]
+    layers = list(range(n_layers)) if layers is None else [resolve_layer(n_layers, l) for l in layers]
+    positions = list(range(T)) if positions is None else [resolve_position(p, T) for p in positions]
 
     corrupt_hooks = {}
     if corrupt is not None:
-        corrupt_ids = as_ids(model, corrupt, tokenizer)
+        corrupt_ids = as_ids(model, tokenizer, corrupt)
         if corrupt_ids.shape != ids.shape:
             raise ValueError(f"clean and corrupted prompts must have the same number of tokens so positions line "
                              f"up; got {T} and {corrupt_ids.shape[1]}. Use noise_positions= for any subject length.")
     else:
         corrupt_ids = ids
-        where = torch.tensor([_position_index(p, T) for p in noise_positions], device=ids.device)
+        where = torch.tensor([resolve_position(p, T, "noise position") for p in noise_positions], device=ids.device)
         scale = model.tok_embed.scale or 1.0
         std = float(model.tok_embed.weight.float().std()) * scale * noise_scale
         g = torch.Generator().manual_seed(seed)
@@ -133,7 +118,7 @@ def causal_trace(model, clean, answer, corrupt=None, noise_positions=None, noise
         corrupt_hooks["hook_embed"] = add_noise
 
     names = [f"blocks.{i}.hook_{site}" for i in range(n_layers)]
-    clean_logits, cache = capture(model, ids, names=names)
+    clean_logits, cache = capture(model, None, ids, names=names)
     clean_value = float(metric(clean_logits[:, -1]))
     with hooks(model, corrupt_hooks):
         corrupted_value = float(metric(model(corrupt_ids, last_only=True)[:, -1]))
@@ -171,7 +156,7 @@ class AttributionResult:
 
 
 @torch.no_grad()
-def direct_logit_attribution(model, prompt, target: int, position: int = -1, tokenizer=None) -> AttributionResult:
+def direct_logit_attribution(model, tokenizer, prompt, target: int, position: int = -1) -> AttributionResult:
     """Split the target token's logit at `position` into the embedding's and each sublayer's share.
 
     The final residual vector is h = embed + sum_i (attn_i + mlp_i) in a pre-norm (or sandwich)
@@ -189,12 +174,12 @@ def direct_logit_attribution(model, prompt, target: int, position: int = -1, tok
                          "residual stream is renormalised after every sublayer and is no longer a sum of parts.")
     if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < model.config.vocab_size:
         raise ValueError(f"target must be a token id in 0..{model.config.vocab_size - 1}, got {target!r}.")
-    ids = as_ids(model, prompt, tokenizer)
+    ids = as_ids(model, tokenizer, prompt)
     if ids.shape[0] != 1:
         raise ValueError(f"direct_logit_attribution takes one prompt at a time; got a batch of {ids.shape[0]}.")
-    pos = _position_index(position, ids.shape[1])
+    pos = resolve_position(position, ids.shape[1])
     n = model.config.n_layers
-    _, cache = capture(model, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", f"blocks.{n - 1}.hook_resid_post"])
+    _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", f"blocks.{n - 1}.hook_resid_post"])
     parts = [cache["hook_embed"][0, pos]]
     labels = ["embed"]
     for i in range(n):
