@@ -20,6 +20,16 @@ FFNS = ("mlp", "swiglu", "geglu")
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu", "silu")
 POSITIONS = ("rope", "learned", "sinusoidal", "alibi", "none")
 LAYER_TYPES = ("full", "sliding")
+GEMMA3_GLOBAL_EVERY = 6   # Gemma 3: one global layer after every five sliding-window ones (not stored in its files)
+
+
+def gemma3_layer_types(n_layers: int, every: int = GEMMA3_GLOBAL_EVERY) -> tuple:
+    """Gemma 3's attention pattern: every `every`-th layer attends globally, the others through a window.
+
+    >>> gemma3_layer_types(7)
+    ('sliding', 'sliding', 'sliding', 'sliding', 'sliding', 'full', 'sliding')
+    """
+    return tuple("full" if (i + 1) % every == 0 else "sliding" for i in range(n_layers))
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,7 @@ PRESETS = {
                                head_dim=256, d_ff=2048, max_seq_len=32768, norm_eps=1e-6, norm_unit_offset=True,
                                block="sandwich", ffn="geglu", activation="gelu_tanh", rope_theta=1_000_000.0,
                                rope_local_theta=10_000.0, qk_norm=True, sliding_window=512,
-                               layer_types=tuple("full" if (i + 1) % 6 == 0 else "sliding" for i in range(18)),
+                               layer_types=gemma3_layer_types(18),
                                query_pre_attn_scalar=256, embed_scale=640 ** 0.5,
                                bos_token_id=2, eos_token_id=1, pad_token_id=0),
 }

@@ -1,7 +1,11 @@
 """From Hugging Face checkpoints to llmlab: one converter per family, each holding that family's quirks.
 
     config, weights = convert_hf_checkpoint(hf_config_dict, hf_state_dict)
-    model = Transformer(config); model.load_state_dict(weights)
+    model = build_model(config, weights)
+
+Every load ends here: a Hugging Face folder or hub id, a GGUF file (``llmlab.gguf`` first turns it
+into the same config dict and state dict that transformers would hold), a cache entry, a live
+transformers model (``from_hf``). ``build_model`` is the one place an llmlab model is made from weights.
 
 A converter has two parts: a config translation (Hugging Face field names -> ModelConfig) and a
 name table that maps every Hugging Face tensor to an llmlab parameter, with `{}` standing for the
@@ -20,8 +24,9 @@ Family quirks handled here:
 from __future__ import annotations
 
 import torch
+from torch.overrides import TorchFunctionMode
 
-from llmlab.config import ModelConfig
+from llmlab.config import GEMMA3_GLOBAL_EVERY, ModelConfig, gemma3_layer_types
 from llmlab.model import Transformer
 
 _ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_new": "gelu_tanh",
@@ -129,8 +134,8 @@ def gemma3_config(hf: dict) -> ModelConfig:
     c = _common(hf, "gemma3", tie_default=True)
     types = _layer_types(hf, c["n_layers"])
     if types is None:  # older configs: every sliding_window_pattern-th layer is global
-        pattern = hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", 6))
-        types = tuple("sliding" if (i + 1) % pattern else "full" for i in range(c["n_layers"]))
+        every = hf.get("sliding_window_pattern", hf.get("_sliding_window_pattern", GEMMA3_GLOBAL_EVERY))
+        types = gemma3_layer_types(c["n_layers"], every)
     return ModelConfig(
         **c, norm_unit_offset=True, block="sandwich", ffn="geglu",
         activation=_activation(hf.get("hidden_activation", "gelu_pytorch_tanh")),
@@ -218,6 +223,20 @@ CONVERTERS = {  # model_type -> (config translation, name table, prefix every te
 
 # ---------------------------------------------------------------- the strict mapping
 
+def _converter(hf_config: dict):
+    model_type = hf_config.get("model_type")
+    if model_type not in CONVERTERS:
+        hint = " (for Gemma 3, convert the text model: model_type 'gemma3_text')" if model_type == "gemma3" else ""
+        raise ValueError(f"Unsupported architecture model_type={model_type!r}{hint}. "
+                         f"llmlab converts: {', '.join(sorted(CONVERTERS))}.")
+    return CONVERTERS[model_type]
+
+
+def config_from_hf(hf_config: dict) -> ModelConfig:
+    """A Hugging Face config dict -> llmlab's ModelConfig (the first half of convert_hf_checkpoint)."""
+    return _converter(hf_config)[0](hf_config)
+
+
 def convert_hf_checkpoint(hf_config: dict, hf_state_dict: dict) -> tuple[ModelConfig, dict]:
     """Hugging Face config dict (as `config.to_dict()` gives it) + state dict -> (ModelConfig, llmlab state dict).
 
@@ -225,11 +244,7 @@ def convert_hf_checkpoint(hf_config: dict, hf_state_dict: dict) -> tuple[ModelCo
     With tied embeddings the LM head may be absent from the checkpoint (it is the embedding matrix).
     """
     model_type = hf_config.get("model_type")
-    if model_type not in CONVERTERS:
-        hint = " (for Gemma 3, convert the text model: model_type 'gemma3_text')" if model_type == "gemma3" else ""
-        raise ValueError(f"Unsupported architecture model_type={model_type!r}{hint}. "
-                         f"llmlab converts: {', '.join(sorted(CONVERTERS))}.")
-    make_config, make_names, prefix = CONVERTERS[model_type]
+    make_config, make_names, prefix = _converter(hf_config)
     config = make_config(hf_config)
     sd = dict(hf_state_dict)
     if not any(k.startswith(prefix) for k in sd):  # base-model checkpoints (e.g. GPT-2's) lack the prefix
@@ -270,10 +285,48 @@ def convert_hf_checkpoint(hf_config: dict, hf_state_dict: dict) -> tuple[ModelCo
     return config, out
 
 
+# ---------------------------------------------------------------- the one builder
+
+class _SkipRandomInit(TorchFunctionMode):
+    """While active, building a model draws no random numbers: randn/rand return uninitialised
+    memory and in-place initialisers (uniform_, normal_, kaiming_uniform_, ...) do nothing.
+
+    Filling 100M+ parameters with random values only to overwrite them from the checkpoint
+    would take seconds; the strict load right after replaces every one of them.
+    """
+
+    FACTORIES = {torch.randn, torch.rand}
+    INITIALISERS = {"uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_",
+                    "xavier_uniform_", "xavier_normal_", "orthogonal_"}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.FACTORIES:
+            kwargs.pop("generator", None)
+            return torch.empty(*args, **kwargs)
+        if getattr(func, "__name__", None) in self.INITIALISERS:
+            return args[0] if args else kwargs.get("tensor")
+        return func(*args, **kwargs)
+
+
+def build_model(config: ModelConfig, state_dict: dict) -> Transformer:
+    """An llmlab Transformer holding exactly these weights (strict: every tensor used, every shape equal).
+
+    The model adopts the tensors it is given (no copy): the caller hands over weights it owns.
+    """
+    with _SkipRandomInit():
+        model = Transformer(config)
+    # assign=True adopts the loaded tensors instead of copying them into the fresh ones.
+    model.load_state_dict({k: v.contiguous() for k, v in state_dict.items()}, strict=True, assign=True)
+    if config.tie_embeddings:  # assign gave the LM head its own Parameter object: share the embedding's again
+        model.lm_head.weight = model.tok_embed.weight
+    return model.eval()
+
+
 def from_hf(hf_model) -> Transformer:
     """A live `transformers` causal LM -> an llmlab Transformer with the same weights, device and dtype."""
     config, weights = convert_hf_checkpoint(hf_model.config.to_dict(), hf_model.state_dict())
+    # Copies: the two models must not share memory (changing one must not change the other).
+    model = build_model(config, {k: v.detach().clone() for k, v in weights.items()})
     p = next(hf_model.parameters())
-    model = Transformer(config)
-    model.load_state_dict(weights)
-    return model.to(device=p.device, dtype=p.dtype).eval()
+    return model.to(device=p.device, dtype=p.dtype)

@@ -3,8 +3,9 @@
 A GGUF file holds three things: metadata (``llama.embedding_length = 576``, the tokenizer's
 vocabulary, ...), a list of tensors with llama.cpp names (``blk.0.attn_q.weight``), and
 the tensor bytes, often quantized (4 or 8 bits per weight in small blocks that share a scale).
-This module turns one into exactly what ``transformers`` would hold after loading the same
-file: the same names, the same layout, the same float32 numbers. From there the ordinary
+This module is llmlab's one reader of the format: it turns a file into exactly what
+``transformers`` would hold after loading it (the same names, the same layout, the same float32
+numbers), and hands the tokenizer's metadata to ``llmlab.tokenization``. From there the ordinary
 Hugging Face converter in ``llmlab.convert`` builds an llmlab model.
 
 Three quirks of the format are undone here, one family at a time:
@@ -17,7 +18,7 @@ Three quirks of the format are undone here, one family at a time:
 3. Gemma's RMSNorm multiplies by (1 + w). Hugging Face stores w; GGUF stores 1 + w.
 
 >>> config, state_dict = read_gguf_checkpoint("SmolLM2-135M-Instruct.Q4_1.gguf")   # doctest: +SKIP
->>> config["model_type"], config["num_hidden_layers"], state_dict["model.norm.weight"].shape
+>>> config["model_type"], config["num_hidden_layers"], state_dict["model.norm.weight"].shape  # doctest: +SKIP
 ('llama', 30, torch.Size([576]))
 """
 from __future__ import annotations
@@ -27,6 +28,8 @@ import re
 
 import numpy as np
 import torch
+
+from llmlab.config import GEMMA3_GLOBAL_EVERY, gemma3_layer_types
 
 SUPPORTED_ARCHITECTURES = ("llama", "gemma3")
 
@@ -59,16 +62,27 @@ TENSOR_NAMES = {
 }
 
 
-def open_reader(path: str | os.PathLike):
-    """Parse a GGUF file's header (metadata and tensor table); the tensor bytes stay on disk (memory map)."""
+def open_reader(path_or_reader):
+    """Parse a GGUF file's header (metadata and tensor table); the tensor bytes stay on disk (memory map).
+
+    An already open reader is handed back as it is: parsing Gemma 3's header, with its 262k-entry
+    vocabulary, takes seconds, so the weights and the tokenizer share one.
+    """
     from gguf import GGUFReader
 
-    path = os.fspath(path)
+    if isinstance(path_or_reader, GGUFReader):
+        return path_or_reader
+    path = os.fspath(path_or_reader)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"No GGUF file at {path!r}. Give the path of an existing .gguf file.")
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path!r} could not be read as a GGUF file: it is not a GGUF file (it does not "
+                             "start with the bytes 'GGUF'). For a Hugging Face tokenizer.json use "
+                             "tokenizer_from_json(); for a checkpoint folder, llmlab.load(folder).")
     try:
         return GGUFReader(path)
-    except Exception as error:  # a truncated or foreign file fails deep inside numpy: say it plainly
+    except Exception as error:  # a truncated file fails deep inside numpy: say it plainly
         raise ValueError(f"{path!r} could not be read as a GGUF file ({type(error).__name__}: {error}). "
                          "Is it complete? Re-download or re-create it.") from error
 
@@ -82,22 +96,32 @@ def metadata(reader, key: str, default=_MISSING):
     >>> metadata(reader, "llama.block_count")            # doctest: +SKIP
     30
     """
-    from gguf import GGUFValueType
-
     field = reader.fields.get(key)
     if field is None:
         if default is _MISSING:
             raise KeyError(f"The GGUF file has no metadata key {key!r}.")
         return default
+    return _value(field)
 
-    def decode(part, value_type):
-        if value_type == GGUFValueType.STRING:
-            return bytes(part).decode("utf-8")
-        return part[0].item()  # a one-element numpy array -> int / float / bool
+
+def _value(field):
+    from gguf import GGUFValueType
 
     if field.types[0] == GGUFValueType.ARRAY:
-        return [decode(field.parts[i], field.types[-1]) for i in field.data]
-    return decode(field.parts[field.data[0]], field.types[0])
+        if field.types[-1] == GGUFValueType.STRING:
+            return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+        # One numpy array per element: join them first (262k token scores in one call, not 262k).
+        return np.concatenate([field.parts[i] for i in field.data]).tolist() if field.data else []
+    if field.types[0] == GGUFValueType.STRING:
+        return bytes(field.parts[field.data[0]]).decode("utf-8")
+    return field.parts[field.data[0]].tolist()[0]  # a one-element numpy array -> int / float / bool
+
+
+def tokenizer_metadata(reader) -> dict:
+    """Every ``tokenizer.*`` key (vocabulary, merges, token types, special ids, chat template), plus
+    ``general.architecture``: all that ``llmlab.tokenization.tokenizer_from_gguf`` reads."""
+    return {key: _value(field) for key, field in reader.fields.items()
+            if key.startswith("tokenizer.") or key == "general.architecture"}
 
 
 def architecture_of(reader) -> str:
@@ -162,12 +186,10 @@ def gguf_config_to_hf(reader) -> dict:
         )
     elif arch == "gemma3":
         head_dim = get("attention.key_length")
-        n_layers = config["num_hidden_layers"]
         # Not stored in the file: llama.cpp hard-codes these for Gemma 3, and so do we.
         # Every 6th layer attends globally, the other five through a sliding window;
         # local layers use RoPE base 10_000, global ones the file's freq_base.
-        pattern = 6
-        layer_types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
+        layer_types = [f"{kind}_attention" for kind in gemma3_layer_types(config["num_hidden_layers"])]
         config.update(
             model_type="gemma3_text",
             architectures=["Gemma3ForCausalLM"],
@@ -175,7 +197,7 @@ def gguf_config_to_hf(reader) -> dict:
             hidden_activation="gelu_pytorch_tanh",
             query_pre_attn_scalar=head_dim,  # scores are divided by sqrt(head_dim) (27B differs)
             sliding_window=get("attention.sliding_window"),
-            sliding_window_pattern=pattern,
+            sliding_window_pattern=GEMMA3_GLOBAL_EVERY,
             layer_types=layer_types,
             rope_local_base_freq=10000.0,
             rope_parameters={

