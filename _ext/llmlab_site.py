@@ -1,0 +1,159 @@
+"""The book's site: two Colab entries per chapter, a lighter site, and the build's environment.
+
+- Launch menu: "Colab: read" opens the chapter with its solutions, "Colab: practise" opens
+  practise/<chapter>.ipynb (the student copy written by scripts/make_practise.py). The theme builds
+  the menu at priority 501; this handler runs after it.
+- A lighter site: the theme ships Font Awesome twice (a 1.5 MB script that swaps icons for SVG, and
+  the same icons as CSS with web fonts). The pages keep the CSS and drop the script. Source maps,
+  MathJax bundles the pages never load, and legacy font formats are not copied into the site.
+- ``{llmlab-environment}``: a table of what this build ran on (versions, CPU, GPU, model files with
+  their sha256), written by the build itself into the build report.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+from pathlib import Path
+
+from docutils import nodes
+from sphinx.util.docutils import SphinxDirective
+
+FONTAWESOME_SCRIPT = re.compile(r'<script[^>]*src="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*></script>\s*'
+                                r'|<link[^>]*href="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*>\s*')
+# MathJax: the pages load es5/tex-chtml.js, which fetches TeX extensions, the CHTML fonts and the
+# menu's pieces from these folders when a page needs them. Everything else in es5/ is another bundle.
+MATHJAX_KEEP = ("tex-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "output/chtml/fonts/tex.js",
+                "ui", "a11y", "adaptors", "latest.js")
+
+
+def add_practise_link(app, pagename, templatename, context, doctree):
+    if not pagename.startswith("chapters/"):
+        return
+    name = pagename.split("/", 1)[1] + ".ipynb"
+    practise = Path(app.srcdir) / "practise" / name
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        buttons = group["buttons"]
+        for i, button in enumerate(list(buttons)):
+            if button.get("text") != "Colab":
+                continue
+            button["text"] = "Colab: read"
+            button["tooltip"] = "Open the whole chapter, solutions included, in Colab"
+            if practise.exists():
+                buttons.insert(i + 1, dict(button, text="Colab: practise",
+                                           tooltip="Open the practise copy (solutions removed) in Colab",
+                                           url=button["url"].replace(f"/chapters/{name}", f"/practise/{name}")))
+            break
+
+
+def _keep_mathjax(relative: str) -> bool:
+    return any(relative == keep or relative.startswith(keep + "/") for keep in MATHJAX_KEEP)
+
+
+def lighten_site(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        lighter = FONTAWESOME_SCRIPT.sub("", text)
+        if lighter != text:
+            page.write_text(lighter, encoding="utf-8")
+    static = out / "_static"
+    for path in [static / "scripts" / "fontawesome.js", *static.rglob("*.map"), *static.rglob("*.LICENSE.txt")]:
+        path.unlink(missing_ok=True)
+    es5 = static / "vendor" / "mathjax" / "es5"
+    if es5.is_dir():
+        for path in sorted(es5.rglob("*"), reverse=True):
+            relative = path.relative_to(es5).as_posix()
+            if path.is_file() and not _keep_mathjax(relative):
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+    # Browsers take the first format they support in an @font-face list: woff2 (then woff) everywhere
+    # today; .eot, .ttf and .svg copies are for browsers older than the rest of the page supports.
+    for folder in (static / "vendor" / "html-manager", static / "vendor" / "fontawesome" / "webfonts"):
+        for path in folder.glob("*"):
+            if path.suffix in {".eot", ".svg", ".ttf"}:
+                path.unlink()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def environment_rows() -> list[tuple[str, str]]:
+    """(what, value) rows describing the machine and software this build ran on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    rows = [("Python", platform.python_version()), ("system", platform.platform())]
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    rows.append(("CPU", f"{cpu}, {os.cpu_count()} logical cores"))
+    for package in ["torch", "transformers", "tokenizers", "numpy", "gguf", "jupyter-book", "myst-nb", "llmlab"]:
+        try:
+            rows.append((package, version(package)))
+        except PackageNotFoundError:
+            rows.append((package, "not installed"))
+    try:
+        import torch
+
+        rows.append(("torch threads", str(torch.get_num_threads())))
+        rows.append(("GPU", torch.cuda.get_device_name(0) if torch.cuda.is_available() else
+                     "none: every chapter ran on the CPU"))
+    except ImportError:
+        pass
+    try:
+        from llmlab.registry import OFFLINE_MODELS, offline_gguf_path
+
+        for model in OFFLINE_MODELS.values():
+            try:
+                path = offline_gguf_path(model)
+                rows.append((f"model file {model.name}", f"{path.name}, {path.stat().st_size / 2**20:.1f} MiB, "
+                                                          f"sha256 {_sha256(path)}"))
+            except Exception as error:  # a missing package is worth a row, not a failed build
+                rows.append((f"model file {model.name}", f"not available ({type(error).__name__})"))
+    except ImportError:
+        rows.append(("model files", "llmlab.registry not importable"))
+    return rows
+
+
+class EnvironmentTable(SphinxDirective):
+    """``{llmlab-environment}``: the build's environment as a two-column table."""
+
+    def run(self):
+        table = nodes.table(classes=["llmlab-environment"])
+        group = nodes.tgroup(cols=2)
+        table += group
+        group += nodes.colspec(colwidth=25)
+        group += nodes.colspec(colwidth=75)
+        body = nodes.tbody()
+        for what, value in environment_rows():
+            row = nodes.row()
+            for text in (what, value):
+                entry = nodes.entry()
+                entry += nodes.paragraph(text=text)
+                row += entry
+            body += row
+        group += body
+        return [table]
+
+
+def setup(app):
+    app.connect("html-page-context", add_practise_link, priority=502)
+    app.connect("build-finished", lighten_site)
+    app.add_directive("llmlab-environment", EnvironmentTable)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
