@@ -12,6 +12,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import struct
 from dataclasses import dataclass
 
 NORMS = ("rms", "layer")
@@ -141,6 +142,11 @@ class ModelConfig:
         return PRESETS[name]
 
 
+def as_float32(x: float) -> float:
+    """`x` rounded to float32, as a GGUF file stores it: as_float32(1e-5) == 9.999999747378752e-06."""
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 PRESETS = {
     # Tiny models for tests and for reading intermediate shapes in the chapters.
     "tiny-gpt2": ModelConfig(family="gpt2", vocab_size=128, d_model=32, n_layers=2, n_heads=4, d_ff=128,
@@ -157,14 +163,15 @@ PRESETS = {
     "tiny-2017": ModelConfig(family="custom", vocab_size=128, d_model=32, n_layers=2, n_heads=4, d_ff=128,
                              max_seq_len=64, norm="layer", block="post", ffn="mlp", activation="relu",
                              positions="sinusoidal"),
-    # The real checkpoints llmlab.load knows (the converter derives the same config from the files).
+    # The real checkpoints llmlab.load knows. Loading derives its config from the GGUF file, and a test
+    # checks it equals these (the files store norm_eps in float32, hence as_float32).
     "smollm2-135m": ModelConfig(family="llama", vocab_size=49152, d_model=576, n_layers=30, n_heads=9, n_kv_heads=3,
-                                d_ff=1536, max_seq_len=8192, rope_theta=100000.0, bos_token_id=1, eos_token_id=2),
+                                d_ff=1536, max_seq_len=8192, norm_eps=as_float32(1e-5), rope_theta=100000.0,
+                                bos_token_id=1, eos_token_id=2, pad_token_id=2),
     "gemma3-270m": ModelConfig(family="gemma3", vocab_size=262144, d_model=640, n_layers=18, n_heads=4, n_kv_heads=1,
-                               head_dim=256, d_ff=2048, max_seq_len=32768, norm_eps=1e-6, norm_unit_offset=True,
-                               block="sandwich", ffn="geglu", activation="gelu_tanh", rope_theta=1_000_000.0,
+                               head_dim=256, d_ff=2048, max_seq_len=32768, norm_eps=as_float32(1e-6),
+                               norm_unit_offset=True, block="sandwich", ffn="geglu", activation="gelu_tanh", rope_theta=1_000_000.0,
                                rope_local_theta=10_000.0, qk_norm=True, sliding_window=512,
-                               layer_types=gemma3_layer_types(18),
-                               query_pre_attn_scalar=256, embed_scale=640 ** 0.5,
+                               layer_types=gemma3_layer_types(18), query_pre_attn_scalar=256, embed_scale=640 ** 0.5,
                                bos_token_id=2, eos_token_id=1, pad_token_id=0),
 }

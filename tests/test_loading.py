@@ -470,3 +470,24 @@ def test_quantized_dtype_goes_through_quantize_model(tiny_gguf, tmp_path, monkey
     monkeypatch.setattr(loading, "find_spec", lambda m: True if m == "llmlab.quantize" else real_find_spec(m))
     load(path, dtype="int4")
     assert calls == [("Transformer", "int4")]
+
+
+# ------------------------------------------------------------------ hand-written presets against the files
+
+@pytest.mark.parametrize("name", list(OFFLINE_MODELS))
+def test_preset_equals_the_config_loading_reads_from_the_gguf_file(name):
+    """ModelConfig.preset(name) is written by hand; loading derives its config from the file's header."""
+    from llmlab.config import ModelConfig
+    from llmlab.convert import config_from_hf
+    from llmlab.gguf import gguf_config_to_hf, open_reader
+
+    try:
+        path = registry.offline_gguf_path(OFFLINE_MODELS[name])
+    except ModelPackageMissing:
+        pytest.skip(OFFLINE_MODELS[name].install)
+    loaded = config_from_hf(gguf_config_to_hf(open_reader(path)))
+    preset = ModelConfig.preset(name)
+    differ = {f: (getattr(preset, f), getattr(loaded, f)) for f in preset.to_dict()
+              if getattr(preset, f) != getattr(loaded, f)}
+    assert not differ, f"preset vs file (field: (preset, file)): {differ}"
+    assert preset == loaded

@@ -89,7 +89,7 @@ def pair(request):
 def test_weights_equal_transformers_bit_for_bit(pair):
     hf = pair.reference
     config, expected = convert_hf_checkpoint(hf.config.to_dict(), hf.state_dict())
-    assert config == pair.model.config
+    assert config == pair.model.config == llmlab.ModelConfig.preset(pair.name)
     ours = pair.model.state_dict()
     assert ours.keys() == expected.keys()
     unequal = [k for k in ours if not torch.equal(ours[k], expected[k])]
