@@ -23,6 +23,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+# Chromium's windows are at least 500 px wide, even headless; narrower viewports (a phone at 420 px)
+# are an iframe of that width inside a 500 px window.
+MIN_WINDOW_WIDTH = 500
+
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 
 # Closed network: every host name fails to resolve and every proxied request goes to a dead port.
@@ -82,6 +86,19 @@ def _inject(html: str, js: str | None) -> str:
     return html[:index] + runner + html[index:] if index >= 0 else html + runner
 
 
+def _narrow_wrapper(page: Path, width: int, height: int) -> Path:
+    """A page holding `page` in an iframe `width` px wide; it keeps a copy of the iframe's DOM in a textarea."""
+    wrapper = page.with_name(f".{page.stem}.narrow-{width}.html")
+    wrapper.write_text(
+        "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body style='margin:0'>"
+        f"<iframe id='llmlab-frame' src='{page.name}' style='border:0;width:{width}px;height:{height}px'></iframe>"
+        "<textarea id='llmlab-inner-dom' style='display:none'></textarea><script>"
+        "setInterval(function () { try { var d = document.getElementById('llmlab-frame').contentDocument;"
+        " if (d && d.documentElement) document.getElementById('llmlab-inner-dom').textContent = d.documentElement.outerHTML;"
+        " } catch (e) {} }, 50);</script></body></html>", encoding="utf-8")
+    return wrapper
+
+
 def open_in_browser(html_path, js: str | None = None, screenshot=None, width: int = 1000, height: int = 700,
                     offline: bool = True, wait_ms: int = 2000, timeout_s: float = 60.0) -> BrowserResult:
     """Open `html_path` in headless Chromium and return the resulting DOM, console and errors.
@@ -90,6 +107,8 @@ def open_in_browser(html_path, js: str | None = None, screenshot=None, width: in
                 same folder (so relative links to _static/ etc. keep working), then deleted.
     js        : JavaScript run after the load event.
     screenshot: where to write a PNG of the viewport (width x height), or None.
+    width     : the viewport width; below 500 px the page is opened in an iframe that wide (and
+                `dom` is the iframe's DOM).
     offline   : close the network (DNS fails, proxy is a dead port).
     wait_ms   : virtual time allowed for timers/animations after load.
     """
@@ -100,21 +119,26 @@ def open_in_browser(html_path, js: str | None = None, screenshot=None, width: in
     if js:
         page = html_path.with_name(f".{html_path.stem}.browser-test.html")
         page.write_text(_inject(html_path.read_text(encoding="utf-8"), js), encoding="utf-8")
+    wrapper = _narrow_wrapper(page, width, height) if width < MIN_WINDOW_WIDTH else None
     profile = tempfile.mkdtemp(prefix="llmlab-chromium-")
     args = [find_chromium(), *BASE_FLAGS, *(OFFLINE_FLAGS if offline else ()),
             f"--user-data-dir={profile}", f"--virtual-time-budget={wait_ms}",
-            f"--window-size={width},{height}"]
+            f"--window-size={max(width, MIN_WINDOW_WIDTH)},{height}"]
+    if wrapper is not None:
+        args.append("--allow-file-access-from-files")      # lets the wrapper read the iframe's DOM
     if screenshot is not None:
         screenshot = Path(screenshot).resolve()
         screenshot.parent.mkdir(parents=True, exist_ok=True)
         args.append(f"--screenshot={screenshot}")
-    args += ["--dump-dom", page.as_uri()]
+    args += ["--dump-dom", (wrapper or page).as_uri()]
     try:
         proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
         if page != html_path:
             page.unlink(missing_ok=True)
+        if wrapper is not None:
+            wrapper.unlink(missing_ok=True)
     console = []
     for line in proc.stderr.splitlines():
         match = _CONSOLE.search(line)
@@ -124,9 +148,17 @@ def open_in_browser(html_path, js: str | None = None, screenshot=None, width: in
               or c.startswith("Refused to")]
     if proc.returncode != 0 or "<html" not in proc.stdout.lower():
         raise RuntimeError(f"Chromium failed (exit {proc.returncode}) on {html_path}:\n{proc.stderr[-3000:]}")
+    dom = proc.stdout
+    if wrapper is not None:
+        import html
+
+        inner = re.search(r'<textarea id="llmlab-inner-dom"[^>]*>(.*?)</textarea>', dom, re.S)
+        if not inner or not inner.group(1).strip():
+            raise RuntimeError(f"The page in the {width} px frame never loaded: {html_path}")
+        dom = html.unescape(inner.group(1))
     if screenshot is not None and not screenshot.exists():
         raise RuntimeError(f"Chromium did not write the screenshot {screenshot}:\n{proc.stderr[-3000:]}")
-    return BrowserResult(dom=proc.stdout, console=console, errors=errors, screenshot=screenshot)
+    return BrowserResult(dom=dom, console=console, errors=errors, screenshot=screenshot)
 
 
 def read_png(path):

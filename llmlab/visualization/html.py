@@ -54,13 +54,16 @@ def pack_unit_floats(array) -> str:
     return base64.b64encode(np.round(values * 255).astype(np.uint8).tobytes()).decode("ascii")
 
 
-def visible(token: str) -> str:
-    """Show whitespace in a token string: ' Paris' -> '␣Paris', '\\n' -> '↵'.
+def visible(token) -> str:
+    """A token as the book shows it (see llmlab.visualization.display.show_token):
+    ' Paris' -> '␣Paris', '\\n' -> '↵', byte fragments -> '<e4>', '<bos>' -> '⟨bos⟩'.
 
     >>> visible(" Paris\\n")
     '␣Paris↵'
     """
-    return token.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5").replace("\r", "\u240d")
+    from llmlab.visualization.display import show_token
+
+    return show_token(token)
 
 
 def escape(text) -> str:

@@ -16,27 +16,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from llmlab.sampling import filtered_probs  # noqa: F401  (the views' probabilities; re-exported)
 from llmlab.visualization.html import read_asset
 from llmlab.visualization.views import AttentionView, LensView, SamplingView, TokensView
-
-
-def filtered_probs(logits, temperature: float, top_k: int = 0, top_p: float = 1.0):
-    """Probabilities after temperature, top-k and top-p, with llmlab.sampling's filters.
-
-    Returns (probs, keep): numpy arrays over the given logits. temperature 0 puts all mass on the top one.
-    top_k = 0 and top_p = 1 mean "no filter" (the sliders' off positions).
-    """
-    from llmlab.sampling import top_k_filter, top_p_filter
-
-    logits = torch.as_tensor(np.asarray(logits, dtype=np.float64))[None]  # (1, n)
-    if temperature <= 0:
-        probs = torch.zeros_like(logits)
-        probs[0, logits.argmax()] = 1.0
-    else:
-        filtered = top_p_filter(top_k_filter(logits / temperature, top_k or None), top_p if top_p < 1 else None)
-        probs = torch.softmax(filtered, dim=-1)
-    probs = probs[0].numpy()
-    return probs, probs > 0
 
 
 def _page(inner: str) -> str:
@@ -158,8 +140,8 @@ def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: 
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
     model_pick = W.Dropdown(options=models.names, description="model")
     temperature = W.FloatSlider(value=1.0, min=0.0, max=2.5, step=0.05, description="temperature")
-    top_k = W.IntSlider(value=0, min=0, max=n, description="top_k (0=off)")
-    top_p = W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top_p (1=off)")
+    top_k = W.IntSlider(value=0, min=0, max=max(n, 200), description="top_k (0=off)")
+    top_p = W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.01, description="top_p (1=off)")
     out = W.HTML()
     views = {}
 
@@ -170,7 +152,7 @@ def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: 
 
             model, tokenizer = models.get(model_pick.value)
             with torch.no_grad():
-                logits = model(as_ids(model, text.value, tokenizer))[0, -1]  # (vocab,)
+                logits = model(as_ids(model, tokenizer=tokenizer, prompt=text.value))[0, -1]  # (vocab,)
             views[key] = SamplingView.from_logits([text.value], logits, tokenizer, n=n)
         out.value = _page(views[key].static_html(0, temperature.value, top_k.value, top_p.value))
 

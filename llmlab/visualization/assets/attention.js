@@ -1,18 +1,44 @@
-// Attention explorer: pick a layer and a head; hover a query token (row) to see where it looks.
-// data: {tokens: [str], layers: [str], n_heads: H, weights: base64 bytes of (L, H, T, T), layer, head}
+// Attention explorer: every head at a glance (thumbnails; a click focuses one), a layer and head
+// picker, the T x T map of the focused head, and the prompt's tokens shaded by where the chosen
+// query looks. A checkbox hides the first-token "sink" and renormalises each row, so the structure
+// the sink drowns out becomes visible.
+// data: {tokens: [str], layers: [str], n_heads: H, weights: base64 bytes of (L, H, T, T), layer, head,
+//        query, hide_sink}
 window.llmlab.views.attention = function (root, data) {
-  var L = window.llmlab, T = data.tokens.length, H = data.n_heads;
+  var L = window.llmlab, T = data.tokens.length, H = data.n_heads, NL = data.layers.length;
   var w = L.unpack(data.weights);
-  var layer = data.layer || 0, head = data.head || 0, query = T - 1, key = -1, pinned = false;
+  var layer = data.layer || 0, head = data.head || 0, hideSink = !!data.hide_sink, scope = 0;
 
-  // head === H means the mean over all heads
-  function weight(l, h, i, j) {
+  // head === H means the mean over all heads; with hideSink, key 0 is dropped and the row renormalised
+  function raw(l, h, i, j) {
     if (h === H) {
       var s = 0;
       for (var k = 0; k < H; k++) s += w[((l * H + k) * T + i) * T + j];
       return s / H;
     }
     return w[((l * H + h) * T + i) * T + j];
+  }
+  // the weight a row keeps without the first token, per (layer, head): computed once, when first needed
+  var rests = {};
+  function rest(l, h, i) {
+    var key = l * (H + 1) + h;
+    if (!rests[key]) {
+      var r = new Float32Array(T);
+      for (var a = 0; a < T; a++) { for (var b = 1; b < T; b++) r[a] += raw(l, h, a, b); }
+      rests[key] = r;
+    }
+    return rests[key][i];
+  }
+  function weight(l, h, i, j) {
+    if (!hideSink || i === 0) return raw(l, h, i, j);
+    if (j === 0) return 0;
+    var r = rest(l, h, i);
+    return r > 1e-6 ? raw(l, h, i, j) / r : 0;
+  }
+  function best(i) {
+    var b = 0;
+    for (var j = 1; j < T; j++) if (weight(layer, head, i, j) > weight(layer, head, i, b)) b = j;
+    return b;
   }
 
   L.clear(root);
@@ -21,85 +47,128 @@ window.llmlab.views.attention = function (root, data) {
   for (var h = 0; h < H; h++) headLabels.push('head ' + h);
   headLabels.push('mean of heads');
   var controls = L.el('div', {'class': 'llmlab-controls'});
-  controls.appendChild(L.labelled('layer', L.select(data.layers, layer, function (v) { layer = v; paint(); })));
-  controls.appendChild(L.labelled('head', L.select(headLabels, head, function (v) { head = v; paint(); })));
+  var layerPick = L.select(data.layers, layer, function (v) { layer = v; paint(); });
+  var headPick = L.select(headLabels, head, function (v) { head = v; paint(); });
+  controls.appendChild(L.labelled('layer', layerPick));
+  controls.appendChild(L.labelled('head', headPick));
+  var sinkBox = L.el('input', {type: 'checkbox', 'data-name': 'hide-sink'});
+  sinkBox.checked = hideSink;
+  sinkBox.addEventListener('change', function () { hideSink = sinkBox.checked; paint(); });
+  var sinkLabel = L.el('label', {'class': 'llmlab-control'});
+  sinkLabel.appendChild(sinkBox);
+  sinkLabel.appendChild(document.createTextNode(' hide the first token (sink), renormalise rows'));
+  controls.appendChild(sinkLabel);
+  if (NL > 1) {
+    controls.appendChild(L.labelled('thumbnails', L.select(['heads of this layer', 'every layer'], 0,
+      function (v) { scope = v; drawThumbs(); })));
+  }
   root.appendChild(controls);
 
-  var line = L.el('div', {'class': 'llmlab-tokens'});
+  // heads at a glance
+  var thumbs = L.el('div', {'class': 'llmlab-thumbs', role: 'group', 'aria-label': 'heads at a glance; pick one to focus it'});
+  root.appendChild(thumbs);
+  var thumbNodes = [];
+  function thumbnail(l, h, label) {
+    var button = L.el('button', {type: 'button', 'class': 'llmlab-thumb', 'data-l': l, 'data-h': h,
+      'aria-label': 'focus ' + data.layers[l] + ', ' + headLabels[h]});
+    var canvas = L.el('canvas', {width: T, height: T});
+    var size = Math.max(40, Math.min(72, 2 * T));
+    canvas.style.width = size + 'px';
+    canvas.style.height = size + 'px';
+    var ctx = canvas.getContext('2d'), img = ctx.createImageData(T, T);
+    for (var i = 0; i < T; i++) {
+      for (var j = 0; j < T; j++) {
+        var v = L.clamp(weight(l, h, i, j)), p = 4 * (i * T + j);
+        img.data[p] = Math.round(255 - v * (255 - 31));
+        img.data[p + 1] = Math.round(255 - v * (255 - 119));
+        img.data[p + 2] = Math.round(255 - v * (255 - 180));
+        img.data[p + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    button.appendChild(canvas);
+    button.appendChild(L.el('span', {}, label));
+    button.addEventListener('click', function () {
+      layer = l; head = h;
+      layerPick.value = String(l);
+      headPick.value = String(h);
+      paint();
+    });
+    thumbs.appendChild(button);
+    thumbNodes.push(button);
+  }
+  function drawThumbs() {
+    L.clear(thumbs);
+    thumbNodes = [];
+    var layers = scope === 1 ? data.layers.map(function (_, l) { return l; }) : [layer];
+    layers.forEach(function (l) {
+      for (var h = 0; h <= H; h++) {
+        if (h === H && H === 1) continue;
+        var name = h === H ? 'mean' : 'h' + h;
+        thumbnail(l, h, scope === 1 ? (NL > 1 ? 'L' + l + ' ' : '') + name : name);
+      }
+    });
+    markThumbs();
+  }
+  function markThumbs() {
+    thumbNodes.forEach(function (b) {
+      var on = parseInt(b.getAttribute('data-l'), 10) === layer && parseInt(b.getAttribute('data-h'), 10) === head;
+      b.classList.toggle('llmlab-active', on);
+      b.setAttribute('aria-pressed', on ? 'true' : 'false');
+    });
+  }
+
+  root.appendChild(L.legend({label: 'attention weight', min: 0, max: 1}));
+  var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': 'the prompt; pick a token to see where it looks'});
   var spans = data.tokens.map(function (tok, j) {
     var span = L.el('span', {'class': 'llmlab-tok', 'data-j': j}, tok);
     line.appendChild(span);
     return span;
   });
-  var readout = L.el('div', {'class': 'llmlab-readout'});
-  var table = L.el('table', {'class': 'llmlab-grid'});
-  var header = L.el('tr');
-  header.appendChild(L.el('th'));
-  data.tokens.forEach(function (tok) { header.appendChild(L.el('th', {'class': 'llmlab-col'}, tok)); });
-  table.appendChild(header);
-  var cells = [];
-  for (var i = 0; i < T; i++) {
-    var tr = L.el('tr');
-    tr.appendChild(L.el('th', {'class': 'llmlab-row'}, data.tokens[i]));
-    cells.push([]);
-    for (var j = 0; j < T; j++) {
-      var td = L.el('td', {'class': 'llmlab-cell', 'data-i': i, 'data-j': j});
-      tr.appendChild(td);
-      cells[i].push(td);
-    }
-    table.appendChild(tr);
-  }
   root.appendChild(line);
+  var readout = L.readout(2);
   root.appendChild(readout);
-  root.appendChild(table);
 
-  function paint() {
-    for (var i = 0; i < T; i++) {
-      for (var j = 0; j < T; j++) {
-        var v = weight(layer, head, i, j);
-        cells[i][j].style.background = L.blue(v);
-        cells[i][j].className = 'llmlab-cell' + (i === query ? ' llmlab-hl' : '');
-      }
-    }
-    var best = 0;
+  var grid = L.grid({
+    rows: data.tokens, cols: data.tokens, corner: 'query \\ key', className: T > 24 ? 'llmlab-compact' : '',
+    label: 'attention map, rows are queries, columns are keys',
+    aria: function (i, j) {
+      return 'query ' + i + ' ' + data.tokens[i] + ', key ' + j + ' ' + data.tokens[j] + ': ' + weight(layer, head, i, j).toFixed(3);
+    },
+    show: function () { paintQuery(); }
+  });
+  root.appendChild(grid.box);
+  L.tokenLine(line, spans, function (k) { return 'token ' + k + ': ' + data.tokens[k]; }, function (k, how) {
+    grid.activate(k, best(k), how);
+  });
+
+  function paintQuery() {
+    var q = grid.i, key = grid.j;
     spans.forEach(function (span, j) {
-      var v = weight(layer, head, query, j);
-      if (v > weight(layer, head, query, best)) best = j;
+      var v = weight(layer, head, q, j);
       span.style.background = L.blue(v);
       span.style.color = L.ink(v);
-      span.className = 'llmlab-tok' + (j === query ? ' llmlab-active' : '');
+      span.className = 'llmlab-tok' + (j === q ? (grid.pinned ? ' llmlab-pinned' : ' llmlab-active') : '');
     });
-    var where = data.layers[layer] + ' · ' + headLabels[head] + ' · ';
-    if (key >= 0) {
-      readout.textContent = where + '"' + data.tokens[query] + '" → "' + data.tokens[key] + '": ' +
-        weight(layer, head, query, key).toFixed(3);
-    } else {
-      readout.textContent = where + '"' + data.tokens[query] + '" (position ' + query + ') looks most at "' +
-        data.tokens[best] + '" (' + weight(layer, head, query, best).toFixed(3) + ')' + (pinned ? ' [pinned]' : '');
-    }
+    var b = best(q);
+    var where = data.layers[layer] + ' · ' + headLabels[head] + (hideSink ? ' · first token hidden' : '') + ' · ';
+    readout.textContent = where + '"' + data.tokens[q] + '" → "' + data.tokens[key] + '": ' +
+      weight(layer, head, q, key).toFixed(3) + (grid.pinned ? ' [pinned]' : '') + '\n' +
+      '"' + data.tokens[q] + '" (position ' + q + ') looks most at "' + data.tokens[b] + '" (' +
+      weight(layer, head, q, b).toFixed(3) + ')' + (q > 0 ? '; the first token takes ' + raw(layer, head, q, 0).toFixed(3) : '');
   }
-
-  table.addEventListener('mouseover', function (e) {
-    var td = e.target.closest('td.llmlab-cell');
-    if (!td) return;
-    query = parseInt(td.getAttribute('data-i'), 10);
-    key = parseInt(td.getAttribute('data-j'), 10);
-    paint();
-  });
-  line.addEventListener('mouseover', function (e) {
-    var span = e.target.closest('.llmlab-tok');
-    if (!span || pinned) return;
-    query = parseInt(span.getAttribute('data-j'), 10);
-    key = -1;
-    paint();
-  });
-  line.addEventListener('click', function (e) {
-    var span = e.target.closest('.llmlab-tok');
-    if (!span) return;
-    query = parseInt(span.getAttribute('data-j'), 10);
-    key = -1;
-    pinned = !pinned;
-    paint();
-  });
+  function paint() {
+    for (var i = 0; i < T; i++) {
+      for (var j = 0; j < T; j++) grid.cells[i][j].style.background = L.blue(weight(layer, head, i, j));
+    }
+    grid.relabel();
+    if (scope === 0 || hideSink !== drawn) drawThumbs(); else markThumbs();
+    drawn = hideSink;
+    paintQuery();
+  }
+  var drawn = hideSink;
+  var q0 = data.query === undefined || data.query === null ? T - 1 : data.query;
+  grid.activate(q0, best(q0), 'key');
+  drawThumbs();
   paint();
 };

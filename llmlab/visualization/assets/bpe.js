@@ -13,9 +13,11 @@ window.llmlab.views.bpe = function (root, data) {
   controls.appendChild(next);
   controls.appendChild(L.labelled('step', range));
   root.appendChild(controls);
-  var readout = L.el('div', {'class': 'llmlab-readout'});
+  var readout = L.readout(2);
   var line = L.el('div', {'class': 'llmlab-tokens'});
-  var merges = L.el('div', {'class': 'llmlab-readout'});
+  var merges = L.readout(8);
+  merges.style.overflowY = 'auto';
+  merges.setAttribute('aria-live', 'off');
   root.appendChild(readout);
   root.appendChild(line);
   root.appendChild(merges);
@@ -36,6 +38,7 @@ window.llmlab.views.bpe = function (root, data) {
     var learned = [];
     for (var i = 1; i <= step; i++) learned.push(i + '. ' + data.steps[i].pair[0] + ' + ' + data.steps[i].pair[1] + ' → ' + data.steps[i].merged);
     merges.textContent = learned.length ? 'merges learned so far:\n' + learned.join('\n') : '';
+    merges.scrollTop = merges.scrollHeight;
   }
   prev.addEventListener('click', function () { if (step > 0) { step--; paint(); } });
   next.addEventListener('click', function () { if (step < last) { step++; paint(); } });

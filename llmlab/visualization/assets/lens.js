@@ -1,63 +1,52 @@
 // Logit-lens table: rows are layers, columns are positions; each cell shows the top token of
 // that layer's residual stream read through the final norm and the unembedding, shaded by its
-// probability. Hover (or click to pin) a cell for the top-k list.
+// probability. Hover, tap or arrow to a cell for the top-k list; click or Enter pins it.
+// The readout has a fixed height and the table scrolls in its own box (sticky header row and
+// layer column), so the readout stays in sight next to the last layers.
 // data: {positions: [str], layers: [str], top_tokens: [L][T][k], top_probs: [L][T][k],
 //        target: str|null, target_rank: [L][T]|null, target_prob: [L][T]|null}
 window.llmlab.views.lens = function (root, data) {
-  var L = window.llmlab, T = data.positions.length, pinned = null;
+  var L = window.llmlab, T = data.positions.length, NL = data.layers.length;
+  var k = data.top_tokens.length ? data.top_tokens[0][0].length : 0;
+  var hasTarget = data.target !== null && data.target !== undefined && data.target_rank;
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
-  var readout = L.el('div', {'class': 'llmlab-readout'},
-    'Hover a cell to see the top tokens at that layer and position; click to pin.');
-  var table = L.el('table', {'class': 'llmlab-grid llmlab-lens'});
-  var header = L.el('tr');
-  header.appendChild(L.el('th', {}, 'layer \\ token'));
-  data.positions.forEach(function (tok) { header.appendChild(L.el('th', {'class': 'llmlab-col'}, tok)); });
-  table.appendChild(header);
-  data.layers.forEach(function (label, l) {
-    var tr = L.el('tr');
-    tr.appendChild(L.el('th', {'class': 'llmlab-row'}, label));
+  root.appendChild(L.legend({label: 'top-1 probability', min: 0, max: 1}));
+  if (hasTarget) root.appendChild(L.el('div', {'class': 'llmlab-note'}, 'underlined: "' + data.target + '" is the top token'));
+  var readout = L.readout(k + 1 + (hasTarget ? 1 : 0),
+    'Hover, tap or arrow to a cell to see the top tokens at that layer and position; click or Enter pins it.');
+  root.appendChild(readout);
+  var grid = L.grid({
+    rows: data.layers, cols: data.positions, corner: 'layer \\ token', className: 'llmlab-lens',
+    label: 'logit lens, rows are layers, columns are positions',
+    text: function (l, t) { return data.top_tokens[l][t][0]; },
+    aria: function (l, t) {
+      return data.layers[l] + ', position ' + t + ' ' + data.positions[t] + ': top token ' + data.top_tokens[l][t][0] +
+        ', probability ' + data.top_probs[l][t][0].toFixed(3);
+    },
+    show: function (l, t, pinned) {
+      var lines = [data.layers[l] + ' · position ' + t + ' "' + data.positions[t] + '"' + (pinned ? ' [pinned]' : '')];
+      data.top_tokens[l][t].forEach(function (tok, r) {
+        var p = data.top_probs[l][t][r];
+        var bar = new Array(Math.round(p * 15) + 1).join('█');
+        lines.push(('  ' + (r + 1)).slice(-3) + '. ' + (tok + '            ').slice(0, 14) + ' ' + p.toFixed(3) + ' ' + bar);
+      });
+      if (hasTarget) {
+        lines.push('target "' + data.target + '": rank ' + (data.target_rank[l][t] + 1) +
+          (data.target_prob ? ', p = ' + data.target_prob[l][t].toFixed(4) : ''));
+      }
+      readout.textContent = lines.join('\n');
+    }
+  });
+  for (var l = 0; l < NL; l++) {
     for (var t = 0; t < T; t++) {
-      var p = data.top_probs[l][t][0];
-      var td = L.el('td', {'class': 'llmlab-cell', 'data-l': l, 'data-t': t}, data.top_tokens[l][t][0]);
+      var p = data.top_probs[l][t][0], td = grid.cells[l][t];
       td.style.background = L.blue(p);
       td.style.color = L.ink(p);
-      if (data.target !== null && data.target !== undefined && data.target_rank && data.target_rank[l][t] === 0) {
-        td.className += ' llmlab-target';
-      }
-      tr.appendChild(td);
+      if (hasTarget && data.target_rank[l][t] === 0) td.className += ' llmlab-target';
     }
-    table.appendChild(tr);
-  });
-  root.appendChild(readout);
-  root.appendChild(table);
-
-  var current = null;
-  function show(td) {
-    if (current) current.classList.remove('llmlab-hl');
-    current = td;
-    td.classList.add('llmlab-hl');
-    var l = parseInt(td.getAttribute('data-l'), 10), t = parseInt(td.getAttribute('data-t'), 10);
-    var lines = [data.layers[l] + ' · position ' + t + ' "' + data.positions[t] + '"' + (pinned ? ' [pinned]' : '')];
-    data.top_tokens[l][t].forEach(function (tok, r) {
-      var p = data.top_probs[l][t][r];
-      var bar = new Array(Math.round(p * 30) + 1).join('█');
-      lines.push(('  ' + (r + 1)).slice(-3) + '. ' + (tok + '            ').slice(0, 14) + ' ' + p.toFixed(3) + ' ' + bar);
-    });
-    if (data.target !== null && data.target !== undefined && data.target_rank) {
-      lines.push('target "' + data.target + '": rank ' + (data.target_rank[l][t] + 1) +
-        (data.target_prob ? ', p = ' + data.target_prob[l][t].toFixed(4) : ''));
-    }
-    readout.textContent = lines.join('\n');
   }
-  table.addEventListener('mouseover', function (e) {
-    var td = e.target.closest('td.llmlab-cell');
-    if (td && !pinned) show(td);
-  });
-  table.addEventListener('click', function (e) {
-    var td = e.target.closest('td.llmlab-cell');
-    if (!td) return;
-    pinned = pinned === td ? null : td;
-    show(td);
-  });
+  root.appendChild(grid.box);
+  // open scrolled to the last layers, where the answer forms
+  grid.box.scrollTop = grid.box.scrollHeight;
 };

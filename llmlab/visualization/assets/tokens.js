@@ -1,5 +1,7 @@
-// Coloured tokenizer view: each row is one tokenization of a text; tokens alternate colours,
-// hover a token for its id and bytes, click "show ids" to print every id under its token.
+// Coloured tokenizer view: each row is one tokenization of a text; tokens alternate colours.
+// Hover, tap or arrow to a token for its id and bytes (click or Enter pins it); "show ids" prints
+// every id under its token. Tokens follow the book's display rule: ␣ for a space, <e5> for a byte
+// that is only part of a character, ⟨bos⟩ for a special token.
 // data: {rows: [{name: str, tokens: [{text: str, id: int, bytes: str|null}]}]}
 window.llmlab.views.tokens = function (root, data) {
   var L = window.llmlab;
@@ -10,39 +12,44 @@ window.llmlab.views.tokens = function (root, data) {
   var button = L.el('button', {type: 'button'}, 'show ids');
   controls.appendChild(button);
   root.appendChild(controls);
-  var readout = L.el('div', {'class': 'llmlab-readout'}, 'Hover a token to see its id.');
-  var idNodes = [];
+  var readout = L.readout(2, 'Hover, tap or arrow to a token to see its id.');
+  root.appendChild(readout);
+  var idNodes = [], active = null, pinned = null;
+  function describe(row, k) {
+    var tok = row.tokens[k];
+    return row.name + ' · token ' + k + ' · id ' + tok.id + ' · "' + tok.text + '"' + (tok.bytes ? ' · bytes ' + tok.bytes : '');
+  }
   data.rows.forEach(function (row, r) {
     var block = L.el('div', {'class': 'llmlab-token-row'});
     block.appendChild(L.el('div', {'class': 'llmlab-title'}, row.name + ' — ' + row.tokens.length + ' tokens'));
-    row.tokens.forEach(function (tok, k) {
+    var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': row.name + ' tokens'});
+    var spans = row.tokens.map(function (tok, k) {
       var span = L.el('span', {'class': 'llmlab-tok', 'data-r': r, 'data-k': k, title: 'id ' + tok.id}, tok.text);
       span.style.background = palette[k % palette.length];
-      var id = L.el('span', {'class': 'llmlab-id'}, String(tok.id));
+      var id = L.el('span', {'class': 'llmlab-id', 'aria-hidden': 'true'}, String(tok.id));
       id.style.display = 'none';
       idNodes.push(id);
       span.appendChild(id);
-      block.appendChild(span);
+      line.appendChild(span);
+      return span;
     });
+    L.tokenLine(line, spans, function (k) { return describe(row, k); }, function (k, how) {
+      var span = spans[k];
+      if (how === 'hover' && pinned) return;
+      if (how === 'click') pinned = pinned === span ? null : span;
+      else if (how === 'key' && pinned) pinned = span;
+      if (active) active.classList.remove('llmlab-active', 'llmlab-pinned');
+      active = span;
+      span.classList.add(pinned === span ? 'llmlab-pinned' : 'llmlab-active');
+      readout.textContent = describe(row, k) + (pinned === span ? ' [pinned]' : '');
+    });
+    block.appendChild(line);
     root.appendChild(block);
   });
-  root.appendChild(readout);
   var showing = false;
   button.addEventListener('click', function () {
     showing = !showing;
     idNodes.forEach(function (n) { n.style.display = showing ? 'block' : 'none'; });
     button.textContent = showing ? 'hide ids' : 'show ids';
-  });
-  var active = null;
-  root.addEventListener('mouseover', function (e) {
-    var span = e.target.closest('.llmlab-tok');
-    if (!span) return;
-    if (active) active.classList.remove('llmlab-active');
-    active = span;
-    span.classList.add('llmlab-active');
-    var row = data.rows[parseInt(span.getAttribute('data-r'), 10)];
-    var k = parseInt(span.getAttribute('data-k'), 10), tok = row.tokens[k];
-    readout.textContent = row.name + ' · token ' + k + ' · id ' + tok.id + ' · "' + tok.text + '"' +
-      (tok.bytes ? ' · bytes ' + tok.bytes : '');
   });
 };
