@@ -1,6 +1,8 @@
 """Where tensors live. Every device and dtype decision in llmlab goes through here.
 
->>> get_device()            # on a laptop without a GPU
+>>> get_device()            # on a laptop without a GPU  # doctest: +SKIP
+device(type='cpu')
+>>> get_device("cpu")
 device(type='cpu')
 """
 from __future__ import annotations

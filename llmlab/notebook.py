@@ -1,6 +1,10 @@
 """Small helpers for the book's notebooks: show llmlab's own source next to the text.
 
+>>> import llmlab
 >>> show_source(llmlab.attention.softmax)     # in a notebook: the function, highlighted
+# llmlab.attention.softmax
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    ...
 """
 from __future__ import annotations
 
