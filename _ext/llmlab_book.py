@@ -4,7 +4,26 @@
   JavaScript SyntaxError on every page) and names a CDN; the book does not use thebe, so its
   scripts are dropped from every page.
 - assets/llmlab-book.css (copied into _static/ with the vendored files) is added to every page.
+- Glossary links: in each chapter, the first use of every term that chapter introduces (the
+  terms of glossary/chNN.yml) links to the term's entry in the glossary appendix. The links are
+  made here, at build time, so the notebooks stay plain; they are ordinary Sphinx term references,
+  so a term missing from the glossary is a build warning (and -W makes it an error).
 """
+import importlib.util
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
+
+ROOT = Path(__file__).resolve().parents[1]
+GLOSSARY_DOC = "chapters/appendix_glossary"
+CHAPTER_DOC = re.compile(r"(?:^|/)(\d\d)_[^/]*$")
+# text inside these is never linked: code, math, headings, links, notebook cells' code and outputs
+SKIP_NODES = (nodes.literal, nodes.literal_block, nodes.title, nodes.reference, nodes.raw, nodes.math,
+              nodes.math_block, nodes.FixedTextElement, nodes.term, addnodes.pending_xref, nodes.rubric,
+              nodes.caption, nodes.field_name)
+SKIP_CLASSES = {"cell_input", "cell_output", "output", "admonition-title"}
 
 
 def drop_thebe_scripts(app, pagename, templatename, context, doctree):
@@ -16,7 +35,69 @@ def drop_thebe_scripts(app, pagename, templatename, context, doctree):
     context["script_files"] = kept
 
 
+def _glossary_module():
+    path = ROOT / "scripts" / "make_glossary.py"
+    spec = importlib.util.spec_from_file_location("llmlab_make_glossary", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _chapter_terms(app) -> dict:
+    """chapter number -> [(name used in the chapter, glossary term)], longest names first."""
+    if not hasattr(app, "_llmlab_terms"):
+        terms = {}
+        if (ROOT / "glossary").is_dir():
+            terms = _glossary_module().chapter_terms(ROOT)
+        app._llmlab_terms = {n: sorted(pairs, key=lambda p: -len(p[0])) for n, pairs in terms.items()}
+    return app._llmlab_terms
+
+
+def _linkable(node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, SKIP_NODES) or SKIP_CLASSES & set(parent.get("classes", [])):
+            return False
+        parent = parent.parent
+    return True
+
+
+def _pattern(name: str):
+    """The name as it appears in prose: any case, an optional plural ending, without its "(...)" part."""
+    core = re.sub(r"\s*\([^)]*\)", "", name).strip()
+    words = r"\s+".join(re.escape(w) for w in core.split())
+    return re.compile(rf"(?<![\w-])({words}(?:s|es)?)(?![\w-])", re.IGNORECASE)
+
+
+def link_glossary_terms(app, doctree):
+    """Link the first use of each term a chapter introduces to its glossary entry."""
+    docname = app.env.docname
+    match = CHAPTER_DOC.search(docname)
+    if not match or GLOSSARY_DOC not in app.env.found_docs:
+        return
+    for name, term in _chapter_terms(app).get(int(match.group(1)), []):
+        pattern = _pattern(name)
+        for text in list(doctree.findall(nodes.Text)):
+            if not isinstance(text.parent, nodes.paragraph) and not isinstance(text.parent, (nodes.emphasis, nodes.strong)):
+                continue
+            found = pattern.search(text.astext())
+            if not found or not _linkable(text):
+                continue
+            source = text.astext()
+            ref = addnodes.pending_xref("", refdomain="std", reftype="term", reftarget=term.lower(),
+                                        refexplicit=True, refwarn=True, refdoc=docname)
+            ref += nodes.inline(found.group(1), found.group(1), classes=["xref", "std", "std-term", "llmlab-term"])
+            parent = text.parent
+            index = parent.index(text)
+            pieces = [nodes.Text(source[:found.start()]), ref, nodes.Text(source[found.end():])]
+            parent.remove(text)
+            for offset, piece in enumerate(p for p in pieces if not isinstance(p, nodes.Text) or p.astext()):
+                parent.insert(index + offset, piece)
+            break
+
+
 def setup(app):
     app.connect("html-page-context", drop_thebe_scripts)
+    app.connect("doctree-read", link_glossary_terms)
     app.add_css_file("llmlab-book.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

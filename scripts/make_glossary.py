@@ -2,7 +2,16 @@
 
 Each chapter adds its terms as a YAML list of {en, zh, definition}; `make book` runs this script
 before the build, so the glossary always holds exactly the terms the chapters define.
+
+- One entry per term: entries that name the same thing ("LM head" and "LM head (unembedding)",
+  "contextual embedding" and "contextualized embedding") are merged into the first chapter's entry,
+  which lists the other names and chapters.
+- The page is a Sphinx glossary (a definition list, readable on a phone), so every term has an
+  anchor; the book's extension (_ext/llmlab_book.py) links each term from the chapter that
+  introduces it, with `chapter_terms()`.
+- Definitions are plain text: "<bos>" is shown as written, never taken for an HTML tag.
 """
+import re
 import sys
 from pathlib import Path
 
@@ -10,36 +19,108 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Different names for the same idea, by their normalised form (see `normalise`).
+SYNONYMS = {
+    "contextualized embedding": "contextual embedding",
+    "contextual representation": "contextual embedding",
+}
 
-def load_terms():
-    terms = {}
-    for path in sorted((ROOT / "glossary").glob("ch*.yml")):
+
+def normalise(name: str) -> str:
+    """The key two names of one term share: lower case, no parenthetical, single spaces.
+
+    >>> normalise("LM head (unembedding)")
+    'lm head'
+    """
+    key = re.sub(r"\([^)]*\)", " ", name).lower()
+    key = " ".join(key.split())
+    return SYNONYMS.get(key, key)
+
+
+def plain(text: str) -> str:
+    """Text that Markdown shows exactly as written (backslash before every character it would interpret).
+
+    >>> plain("such as <bos>, W_U and $x$")
+    'such as \\\\<bos\\\\>, W\\\\_U and \\\\$x\\\\$'
+    """
+    text = " ".join(str(text).split())
+    return re.sub(r"([\\`*_{}\[\]<>$|#~^=+!:&])", r"\\\1", text)
+
+
+def chapter_files() -> dict:
+    """chapter number -> the notebook's file name (without the folder)."""
+    files = {}
+    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb")):
+        files[int(path.name[:2])] = path.name
+    return files
+
+
+def load_entries(root: Path = ROOT) -> list:
+    """Every entry of every glossary/chNN.yml, in chapter order, with its chapter number."""
+    entries = []
+    for path in sorted((root / "glossary").glob("ch*.yml")):
         chapter = int(path.stem.removeprefix("ch"))
-        entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-        for entry in entries:
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
             missing = {"en", "zh", "definition"} - set(entry)
             if missing:
                 sys.exit(f"{path}: the entry {entry!r} lacks {', '.join(sorted(missing))}")
-            key = entry["en"].strip().lower()
-            terms.setdefault(key, {**entry, "chapter": chapter})  # the first chapter to define it wins
+            entries.append({**entry, "en": str(entry["en"]).strip(), "chapter": chapter})
+    return entries
+
+
+def load_terms(root: Path = ROOT) -> list:
+    """Merged terms, sorted by name: {en, zh, definition, chapter, names (other names), chapters}."""
+    terms = {}
+    for entry in load_entries(root):
+        key = normalise(entry["en"])
+        if key not in terms:  # the first chapter to define it wins
+            terms[key] = {**entry, "names": [], "chapters": [entry["chapter"]]}
+            continue
+        term = terms[key]
+        if entry["en"].lower() != term["en"].lower() and entry["en"] not in term["names"]:
+            term["names"].append(entry["en"])
+        if entry["chapter"] not in term["chapters"]:
+            term["chapters"].append(entry["chapter"])
     return sorted(terms.values(), key=lambda t: t["en"].lower())
+
+
+def chapter_terms(root: Path = ROOT) -> dict:
+    """chapter number -> [(the name the chapter uses, the glossary term it links to)]."""
+    merged = {normalise(t["en"]): t["en"] for t in load_terms(root)}
+    out = {}
+    for entry in load_entries(root):
+        out.setdefault(entry["chapter"], []).append((entry["en"], merged[normalise(entry["en"])]))
+    return out
+
+
+def render(terms: list, files: dict) -> str:
+    def chapter_link(n):
+        return f"[chapter {n}]({files[n]})" if n in files else f"chapter {n}"
+
+    lines = [
+        "# Glossary 术语表",
+        "",
+        "Every term the chapters introduce, in English and Chinese, with the chapter that explains it. "
+        "In each chapter, the first use of a term links here.",
+        "",
+        "```{glossary}",
+    ]
+    for term in terms:
+        lines.append(term["en"])
+        also = f" Also called: {', '.join(plain(n) for n in term['names'])}." if term["names"] else ""
+        where = "Introduced in " + chapter_link(term["chapters"][0])
+        if len(term["chapters"]) > 1:
+            where += "; see also " + ", ".join(chapter_link(n) for n in term["chapters"][1:])
+        lines.append(f"  **{plain(term['zh'])}** · {plain(term['definition'])}{also} {where}.")
+        lines.append("")
+    lines[-1] = "```"
+    return "\n".join(lines) + "\n"
 
 
 def main():
     terms = load_terms()
-    lines = [
-        "# Glossary 术语表",
-        "",
-        "Every term the chapters introduce, in English and Chinese, with the chapter that explains it.",
-        "",
-        "| English | 中文 | Meaning | Chapter |",
-        "| --- | --- | --- | --- |",
-    ]
-    for term in terms:
-        meaning = " ".join(str(term["definition"]).split()).replace("|", "\\|")
-        lines.append(f"| **{term['en']}** | {term['zh']} | {meaning} | {term['chapter']} |")
     out = ROOT / "chapters" / "appendix_glossary.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.write_text(render(terms, chapter_files()), encoding="utf-8")
     print(f"glossary: {len(terms)} terms -> {out.relative_to(ROOT)}")
 
 
