@@ -137,6 +137,13 @@ def test_attributions_add_up_to_the_logit(preset, device):
     assert dla.logit == pytest.approx(logit, abs=1e-4)
     assert float(dla.contributions.sum()) + dla.bias == pytest.approx(logit, abs=1e-3)
     assert (preset == "tiny-gpt2") == (dla.bias != 0.0)         # only LayerNorm has a bias of its own
+    # a logit difference: target against the mean of two other tokens
+    diff = direct_logit_attribution(model, None, ids, target, position=3, minus=[1, 2])
+    with torch.no_grad():
+        row = model(ids)[0, 3].double()
+    expected = float(row[target] - row[[1, 2]].mean())
+    assert diff.logit == pytest.approx(expected, abs=1e-4)
+    assert float(diff.contributions.sum()) + diff.bias == pytest.approx(expected, abs=1e-3)
 
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma3"])
@@ -160,7 +167,7 @@ def test_attribution_errors():
     with pytest.raises(ValueError, match="pre-norm or sandwich"):
         direct_logit_attribution(tiny("tiny-2017"), None, torch.tensor([[1, 2, 3]]), 4)
     model = tiny()
-    with pytest.raises(ValueError, match="target must be a token id"):
+    with pytest.raises(ValueError, match="target and minus must be token ids"):
         direct_logit_attribution(model, None, torch.tensor([[1, 2, 3]]), 128)
     with pytest.raises(IndexError, match="position 3 is outside"):
         direct_logit_attribution(model, None, torch.tensor([[1, 2, 3]]), 4, position=3)
@@ -213,3 +220,17 @@ def test_text_prompts_with_a_tokenizer():
     dla = direct_logit_attribution(model, tok, "hello world", 7)
     torch.testing.assert_close(dla.contributions, direct_logit_attribution(model, None, [tok.encode("hello world")], 7)
                                .contributions)
+
+
+def test_mean_ci_brackets_the_mean_and_shrinks_with_more_values():
+    from llmlab.inspection.probes import mean_ci
+
+    g = torch.Generator().manual_seed(0)
+    few, many = torch.randn(10, generator=g) + 3, torch.randn(1000, generator=g) + 3
+    m, lo, hi = mean_ci(few)
+    assert lo < m < hi and m == pytest.approx(float(few.mean()))
+    m2, lo2, hi2 = mean_ci(many)
+    assert hi2 - lo2 < (hi - lo) / 3 and lo2 < 3 < hi2
+    assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+    with pytest.raises(ValueError, match="at least 2 values"):
+        mean_ci([1.0])

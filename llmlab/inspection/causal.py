@@ -146,7 +146,7 @@ class AttributionResult:
     labels: list[str]            # "embed", "attn 0", "mlp 0", ..., "attn L-1", "mlp L-1"
     contributions: torch.Tensor  # (2 * n_layers + 1,): each part's share of the target logit
     bias: float                  # what no part owns: the final LayerNorm's bias (0 for RMSNorm)
-    logit: float                 # the target's logit on this run (before any final soft-capping)
+    logit: float                 # the target's logit (minus the mean logit of `minus`), before any soft-cap
     norm_scale: float            # the final norm's 1 / rms (or 1 / std), frozen at this run's value
     target: int
 
@@ -156,8 +156,13 @@ class AttributionResult:
 
 
 @torch.no_grad()
-def direct_logit_attribution(model, tokenizer, prompt, target: int, position: int = -1) -> AttributionResult:
+def direct_logit_attribution(model, tokenizer, prompt, target: int, position: int = -1,
+                             minus=None) -> AttributionResult:
     """Split the target token's logit at `position` into the embedding's and each sublayer's share.
+
+    minus: a token id or a list of ids; then the attributed quantity is the logit *difference*
+    logit(target) - mean(logit(minus)), e.g. " Paris" against other cities: what a part adds to
+    the answer beyond what it adds to every answer of that kind.
 
     The final residual vector is h = embed + sum_i (attn_i + mlp_i) in a pre-norm (or sandwich)
     block. The final norm divides h by its rms (LayerNorm: centres it and divides by its std);
@@ -172,8 +177,10 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
     if model.config.block == "post":
         raise ValueError("direct_logit_attribution needs a pre-norm or sandwich block: in a post-norm block the "
                          "residual stream is renormalised after every sublayer and is no longer a sum of parts.")
-    if isinstance(target, bool) or not isinstance(target, int) or not 0 <= target < model.config.vocab_size:
-        raise ValueError(f"target must be a token id in 0..{model.config.vocab_size - 1}, got {target!r}.")
+    minus = [] if minus is None else [minus] if isinstance(minus, int) else list(minus)
+    for token in [target, *minus]:
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < model.config.vocab_size:
+            raise ValueError(f"target and minus must be token ids in 0..{model.config.vocab_size - 1}, got {token!r}.")
     ids = as_ids(model, tokenizer, prompt)
     if ids.shape[0] != 1:
         raise ValueError(f"direct_logit_attribution takes one prompt at a time; got a batch of {ids.shape[0]}.")
@@ -197,9 +204,13 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
     else:                                                     # LayerNorm: (h - mean) / std * w + b
         scale = 1.0 / torch.sqrt(h.var(unbiased=False) + norm.eps)
         parts = parts - parts.mean(-1, keepdim=True)         # centring is linear: centre each part
-        if norm.bias is not None:
-            bias = float(norm.bias.double() @ model.lm_head.weight[target].double())
-    direction = weight * model.lm_head.weight[target].double()   # (d,): what the target's logit reads
+    unembed = model.lm_head.weight[target].double()                # (d,): the target's row of W_U
+    if minus:
+        unembed = unembed - model.lm_head.weight[minus].double().mean(0)
+    if getattr(norm, "bias", None) is not None:
+        bias = float(norm.bias.double() @ unembed)
+    direction = weight * unembed                                     # (d,): what the logit reads
     contributions = (parts * scale) @ direction                     # (2L+1,)
-    logit = float(model.lm_head(model.final_norm(h.to(model.dtype)))[target])
+    logits = model.lm_head(model.final_norm(h.to(model.dtype))).double()
+    logit = float(logits[target] - (logits[minus].mean() if minus else 0.0))
     return AttributionResult(labels, contributions.float().cpu(), bias, logit, float(scale), target)
