@@ -156,4 +156,5 @@ def setup(app):
     app.connect("html-page-context", add_practise_link, priority=502)
     app.connect("build-finished", lighten_site)
     app.add_directive("llmlab-environment", EnvironmentTable)
+    app.add_js_file("llmlab-widgets-path.js", priority=400)   # before the widget manager (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
