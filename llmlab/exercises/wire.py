@@ -46,7 +46,7 @@ class Unsupported:
 
 
 def unsupported(type_name: str) -> Unsupported:
-    name = "".join(c for c in str(type_name)[:60] if c.isalnum() or c in "_.") or "object"
+    name = "".join(c for c in str(type_name)[-200:] if c.isalnum() or c in "_.")[-60:].strip(".") or "object"
     cls = type(name.rsplit(".", 1)[-1] or "object", (Unsupported,), {"type_name": name})
     return cls()
 
@@ -100,7 +100,8 @@ def _encode_function(fn) -> dict:
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     for name in names:
         env[name] = encode(cells[name].cell_contents if name in cells else fn.__globals__[name])
-    return {"t": "function", "name": fn.__name__, "source": textwrap.dedent(inspect.getsource(fn)), "env": env}
+    return {"t": "function", "name": fn.__name__, "def": fn.__code__.co_name,
+            "source": textwrap.dedent(inspect.getsource(fn)), "env": env}
 
 
 # ---------------------------------------------------------------------------------------------- decode
@@ -149,7 +150,9 @@ def decode(data, depth: int = 0, functions: bool = False):
         namespace = {name: decode(v, depth + 1, functions) for name, v in data["env"].items()}
         namespace["__builtins__"] = __builtins__
         exec(compile(data["source"], f"<llmlab helper {data['name']}>", "exec"), namespace)
-        return namespace[data["name"]]
+        fn = namespace[data["def"]]
+        fn.__name__ = data["name"]
+        return fn
     raise WireError(f"unknown kind of value {str(kind)[:40]!r}")
 
 
