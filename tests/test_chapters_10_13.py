@@ -1,0 +1,364 @@
+"""Chapters 10-13 and the notation appendix: rules their code must keep, and their inline
+functions checked against llmlab and against hand computations.
+
+The notebooks are not executed here (that is the book build); their code cells are read, and
+the functions a chapter defines inline are compiled and run on small inputs.
+"""
+import ast
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from llmlab.attention import causal_mask, scaled_dot_product_attention, sliding_window_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = {n: next((ROOT / "chapters").glob(f"{n}_*.ipynb")) for n in ["10", "11", "12", "13"]}
+NOTATION = ROOT / "chapters" / "appendix_notation.ipynb"
+
+
+def cells(path, kind="code"):
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def parsed_cells(path):
+    """The code cells as ASTs (IPython magics such as %pip become `pass` first)."""
+    trees = []
+    for source in cells(path):
+        lines = [line[:len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+                 else line for line in source.splitlines()]
+        trees.append(ast.parse("\n".join(lines)))
+    return trees
+
+
+# ---------------------------------------------------------------------------------------------
+# No assertion may depend on a clock.
+
+CLOCKS = {"perf_counter", "perf_counter_ns", "time", "monotonic", "process_time", "timeit"}
+CLEAN, PARTIAL, FULL = 0, 1, 2   # PARTIAL: a container some of whose string keys hold timings
+
+
+class ClockTaint:
+    """Follow a notebook's top-level code in order and find the assertions fed by a clock.
+
+    A value is FULL when it depends on a timing; PARTIAL when it is a dict (or a dict of dicts)
+    in which only some string keys hold timings, as in {"bytes": ..., "seconds": ...}. Functions
+    that read a clock, or call such functions, are "timers": calling one gives a timing. Reassigning
+    a name replaces what it held (loop variables are reused all over a chapter); writing into a
+    container (x[i] = ..., x.append(...)) adds to it. Function bodies are not followed: their
+    names are local, and a function that times something is caught as a timer at its call.
+    """
+
+    def __init__(self, trees):
+        self.kind, self.timed_keys, self.field_keys, self.timers = {}, set(), set(), set()
+        self.flagged, self.returned, self.returns = [], [], {}
+        functions = [node for tree in trees for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+        for _ in range(len(functions) + 1):
+            for function in functions:
+                if self.reads_clock(function):
+                    self.timers.add(function.name)
+                    self.returns[function.name] = self.returns_of(function)
+        for tree in trees:
+            self.run(tree.body)
+
+    def returns_of(self, function) -> list:
+        """What a timer returns, element by element when it returns a tuple: (tokens, times) -> [CLEAN, FULL]."""
+        saved = self.kind, self.flagged, self.returned
+        self.kind, self.flagged, self.returned = {}, [], []
+        self.run(function.body)
+        returned = self.returned
+        self.kind, self.flagged, self.returned = saved
+        if returned and len({len(r) for r in returned}) == 1:
+            return [max(kinds) for kinds in zip(*returned)]
+        return [FULL]
+
+    def elements(self, node) -> list:
+        if isinstance(node, ast.Tuple):
+            return [self.of(e) for e in node.elts]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in self.returns:
+            return self.returns[node.func.id]
+        return [self.of(node)]
+
+    def reads_clock(self, node) -> bool:
+        for call in ast.walk(node):
+            if isinstance(call, ast.Call):
+                name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+                if name in CLOCKS or name in self.timers:
+                    return True
+        return False
+
+    def of(self, node) -> int:
+        if node is None:
+            return CLEAN
+        if isinstance(node, ast.Name):
+            return self.kind.get(node.id, CLEAN)
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in CLOCKS:
+                return FULL
+            if name in self.timers:
+                return max(self.returns.get(name, [FULL]))
+            if name == "dict" and not node.args:
+                return self.container({kw.arg: kw.value for kw in node.keywords})
+        if isinstance(node, ast.Dict):
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in node.keys]
+            return self.container(dict(zip(keys, node.values)))
+        if isinstance(node, ast.Subscript):
+            base = self.of(node.value)
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            if base == PARTIAL:
+                # a timed field, an untimed field, or one entry of a dict of such dicts
+                return FULL if key in self.timed_keys else CLEAN if key in self.field_keys else PARTIAL
+            return max(base, self.of(node.slice))
+        if isinstance(node, (ast.Lambda, ast.FunctionDef)):
+            return FULL if self.reads_clock(node) else CLEAN
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            saved = dict(self.kind)                     # the loop variables are the comprehension's own
+            for generator in node.generators:
+                self.bind(generator.target, self.of(generator.iter))
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            kind = max([self.of(part) for part in parts]
+                       + [self.of(c) for g in node.generators for c in g.ifs])
+            self.kind = saved
+            return FULL if kind == PARTIAL else kind
+        kinds = [self.of(child) for child in ast.iter_child_nodes(node)]
+        worst = max(kinds, default=CLEAN)
+        # using a partial container as a whole (len(results), results.items()) exposes its timings
+        return FULL if worst == PARTIAL and not isinstance(node, (ast.Tuple, ast.List)) else worst
+
+    def container(self, items) -> int:
+        timed = {k for k, v in items.items() if self.of(v) != CLEAN}
+        self.timed_keys |= {k for k in timed if isinstance(k, str)}
+        self.field_keys |= {k for k in items if isinstance(k, str)}
+        return PARTIAL if timed else CLEAN
+
+    def bind(self, target, kind, replace=True):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.bind(element, kind, replace)
+        elif isinstance(target, ast.Name):
+            self.kind[target.id] = kind if replace else max(self.kind.get(target.id, CLEAN), kind)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, kind, replace)
+        elif isinstance(target, (ast.Subscript, ast.Attribute)):
+            # results[name] = {...} makes results a dict of such dicts: it only ever gains
+            self.bind(target.value, kind, replace=False)
+
+    def check(self, node):
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Assert) and self.of(inner.test) == FULL:
+                self.flagged.append(ast.unparse(inner))
+            elif isinstance(inner, ast.Call) and "assert" in ast.unparse(inner.func) \
+                    and any(self.of(a) == FULL for a in inner.args):
+                self.flagged.append(ast.unparse(inner))
+
+    def run(self, statements):
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    kinds = self.elements(node.value)
+                    if isinstance(target, (ast.Tuple, ast.List)) and len(kinds) == len(target.elts) > 1:
+                        for t, kind in zip(target.elts, kinds):
+                            self.bind(t, kind)
+                    else:
+                        self.bind(target, self.of(node.value))
+            elif isinstance(node, ast.Return) and node.value is not None:
+                self.returned.append(self.elements(node.value))
+            elif isinstance(node, ast.AugAssign):
+                self.bind(node.target, self.of(node.value), replace=False)
+            elif isinstance(node, ast.AnnAssign):
+                self.bind(node.target, self.of(node.value))
+            elif isinstance(node, (ast.For, ast.While)):
+                if isinstance(node, ast.For):
+                    self.bind(node.target, self.of(node.iter))
+                for _ in range(2):                 # twice: values carried from one pass to the next
+                    self.run(node.body)
+                self.run(node.orelse)
+            elif isinstance(node, (ast.If, ast.Try)):
+                for block in [node.body, getattr(node, "orelse", []), getattr(node, "finalbody", [])]:
+                    self.run(block)
+                for handler in getattr(node, "handlers", []):
+                    self.run(handler.body)
+            elif isinstance(node, ast.With):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        self.bind(item.optional_vars, self.of(item.context_expr))
+                self.run(node.body)
+            elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                    and isinstance(node.value.func, ast.Attribute) \
+                    and node.value.func.attr in {"append", "extend", "update", "add", "insert"}:
+                self.bind(node.value.func.value, max((self.of(a) for a in node.value.args), default=CLEAN),
+                          replace=False)
+            self.check(node) if not isinstance(node, (ast.For, ast.While, ast.If, ast.Try, ast.With)) else None
+
+
+def clock_dependent_assertions(path):
+    return ClockTaint(parsed_cells(path)).flagged
+
+
+def test_the_clock_check_catches_a_timing_assertion():
+    source = """
+import time
+def best(fn):
+    start = time.perf_counter(); fn(); return time.perf_counter() - start
+runs = {}
+for name in ["a", "b"]:
+    runs[name] = dict(bytes=10, seconds=best(lambda: None))
+assert runs["a"]["bytes"] == 10
+slow = [best(lambda: None) for _ in range(2)]
+assert slow[0] < 2 * slow[1]
+mine = runs["a"]
+assert mine["seconds"] > 0
+"""
+    flagged = ClockTaint([ast.parse(source)]).flagged
+    assert flagged == ["assert slow[0] < 2 * slow[1]", "assert mine['seconds'] > 0"]
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
+def test_no_assertion_depends_on_a_clock(number):
+    assert clock_dependent_assertions(CHAPTERS[number]) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers in the prose are glued, and every glued name exists.
+
+@pytest.mark.parametrize("path", list(CHAPTERS.values()) + [NOTATION], ids=lambda p: p.stem)
+def test_every_name_the_prose_quotes_is_glued(path):
+    code = "\n".join(cells(path))
+    prose = "\n".join(cells(path, "markdown"))
+    quoted = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", prose))
+    glued = set(re.findall(r"glue\(\s*\"([A-Za-z0-9_]+)\"", code))
+    # names glued in a loop: glue(key, ...) over a list of ("...", "key") pairs
+    glued |= {name for name in re.findall(r"\"([A-Za-z0-9_]+)\"\)", code) if name in quoted}
+    assert quoted - glued == set()
+
+
+# ---------------------------------------------------------------------------------------------
+# Device safety: token ids handed to a model are built on the model's device.
+
+@pytest.mark.parametrize("path", list(CHAPTERS.values()) + [NOTATION], ids=lambda p: p.stem)
+def test_token_ids_are_built_on_a_device(path):
+    for source in cells(path):
+        for call in re.findall(r"torch\.tensor\(\[[^\n]*?encode\([^\n]*", source):
+            if "device=" not in call:
+                # the notation appendix loads its models on the CPU explicitly
+                assert path == NOTATION and 'device="cpu"' in "\n".join(cells(path)), call
+
+
+def test_chapter_11_measures_memory_on_the_tensors_device():
+    source = "\n".join(cells(CHAPTERS["11"]))
+    assert "def peak_memory(fn, device" in source
+    assert "llmlab.get_device().type" not in source          # the old helper looked at the library's device
+    calls = re.findall(r"peak_memory\((.*)\)", source)
+    measured = [c for c in calls if not c.startswith("fn")]
+    assert measured and all(re.search(r",\s*q\.device\)?$", c) for c in measured), measured
+
+
+# ---------------------------------------------------------------------------------------------
+# The functions chapters define inline, run against llmlab and against hand computations.
+
+def chapter_function(number, name, **extra):
+    """Compile the function `name` that chapter `number` defines (only the def, nothing else)."""
+    for tree in parsed_cells(CHAPTERS[number]):
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                namespace = {"torch": torch, "math": math, "causal_mask": causal_mask,
+                             "scaled_dot_product_attention": scaled_dot_product_attention, **extra}
+                exec(compile(ast.Module([node], []), f"chapter {number}", "exec"), namespace)
+                return namespace[name]
+    raise LookupError(f"chapter {number} defines no function {name}")
+
+
+def reference_attention(q, k, v, mask):
+    return scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
+@pytest.mark.parametrize("T, block, window", [(37, 8, None), (64, 16, None), (50, 8, 11), (40, 16, 1)])
+def test_chapter_11_tiled_attention_equals_llmlab(T, block, window):
+    tiled = chapter_function("11", "tiled_attention")
+    g = torch.Generator().manual_seed(T)
+    q, k, v = (torch.randn(2, 3, T, 8, generator=g) for _ in range(3))
+    mask = causal_mask(T) if window is None else sliding_window_mask(T, window)
+    out, tiles = tiled(q, k, v, block=block, window=window, return_tiles=True)
+    torch.testing.assert_close(out, reference_attention(q, k, v, mask), atol=1e-5, rtol=1e-5)
+    n_blocks = math.ceil(T / block)
+    if window is None:
+        assert tiles == n_blocks * (n_blocks + 1) // 2     # the diagonal and everything below it
+
+
+@pytest.mark.parametrize("T, devices", [(64, 4), (30, 4), (17, 3)])
+def test_chapter_11_ring_attention_equals_llmlab(T, devices):
+    ring = chapter_function("11", "ring_attention")
+    g = torch.Generator().manual_seed(devices)
+    q, k, v = (torch.randn(1, 2, T, 8, generator=g) for _ in range(3))
+    torch.testing.assert_close(ring(q, k, v, n_devices=devices), reference_attention(q, k, v, causal_mask(T)),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_chapter_11_grouped_decode_attention_equals_repeated_heads():
+    grouped = chapter_function("11", "grouped_decode_attention")
+    from llmlab.attention import repeat_kv
+    g = torch.Generator().manual_seed(0)
+    for n_kv in [8, 2, 1]:
+        q = torch.randn(1, 8, 1, 16, generator=g)
+        k, v = (torch.randn(1, n_kv, 40, 16, generator=g) for _ in range(2))
+        expected = reference_attention(q, repeat_kv(k, 8 // n_kv), repeat_kv(v, 8 // n_kv), None)
+        torch.testing.assert_close(grouped(q, k, v), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_chapter_11_peak_memory_sees_a_known_allocation():
+    import contextlib
+    import os
+    quiet = chapter_function("11", "quiet_stderr", os=os, contextlib=contextlib)
+    peak_memory = chapter_function("11", "peak_memory", os=os, quiet_stderr=quiet)
+    size = 1000 * 1000 * 4                                   # one float32 matrix of a million numbers
+    measured = peak_memory(lambda: torch.ones(1000, 1000) * 2, torch.device("cpu"))
+    assert size <= measured <= 3 * size
+    with pytest.raises(ValueError, match="peak_memory measures on 'cpu' or 'cuda'"):
+        peak_memory(lambda: None, torch.device("meta"))
+
+
+def test_chapter_10_counted_steps_on_a_tiny_model():
+    import numpy as np
+    from llmlab.config import ModelConfig
+    from llmlab.kvcache import GrowingKVCache
+    from llmlab.model import Transformer
+    from torch.utils.flop_counter import FlopCounterMode
+    count_steps = chapter_function("10", "count_steps", np=np, GrowingKVCache=GrowingKVCache,
+                                   FlopCounterMode=FlopCounterMode)
+    import dataclasses
+    # the chapter draws token ids from 100..40 000, as SmolLM2 knows them
+    model = Transformer(dataclasses.replace(ModelConfig.preset("tiny-llama"), vocab_size=40_000)).eval()
+    c = model.config
+    lengths = [4, 8, 16]
+    with torch.no_grad():
+        full, cached = count_steps(model, [t for t in lengths])
+    # hand count of the matrix products for one token: q, k, v, o, gate, up, down per layer
+    per_token = 2 * c.n_layers * (c.d_model * c.head_dim * (2 * c.n_heads + 2 * c.n_kv_heads) + 3 * c.d_model * c.d_ff)
+    head = 2 * c.d_model * c.vocab_size                      # the LM head, last position only
+    for t, f, s in zip(lengths, full, cached):
+        attention = lambda queries, keys: 2 * 2 * c.n_layers * c.n_heads * c.head_dim * queries * keys  # noqa: E731
+        assert s == per_token + head + attention(1, t + 1)
+        assert f == t * per_token + head + attention(t, t)
+
+
+def test_chapter_12_name_counting_functions():
+    names = "mila tom ana leo".split()
+    consistent = chapter_function("12", "consistent", NAMES=names)
+    right = chapter_function("12", "repeated_names_right", NAMES=names)
+    good = "once a cat named mila . mila met a dog named tom . tom and mila".split()
+    bad = "once a cat named mila . ana met a dog named tom . tom and mila".split()
+    assert consistent(good) and not consistent(bad)
+    assert right([good]) == (3, 3)
+    assert right([good, bad]) == (5, 6)
+
+
+def test_chapter_13_prints_no_generator():
+    first_code = cells(CHAPTERS["13"])[1]
+    last_line = first_code.strip().splitlines()[-1]
+    assert not last_line.startswith("torch.manual_seed")
