@@ -1,0 +1,63 @@
+"""Chapter 7 diagram: the residual stream of a pre-norm model as a running sum.
+
+Run from the repository root: python figures/ch07_residual_sum.py
+writes figures/generated/ch07_residual_sum.svg
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch07_residual_sum.svg")
+STREAM, ATTN, FFN, NORM = "#4c72b0", "#dd8452", "#55a868", "#8172b2"
+
+
+def box(ax, x, y, text, colour, w=1.0, h=0.5):
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.03", facecolor=colour,
+                                edgecolor="none"))
+    ax.text(x, y, text, ha="center", va="center", color="white", fontsize=8.5, fontweight="bold")
+
+
+def plus(ax, x, y):
+    ax.add_patch(plt.Circle((x, y), 0.16, facecolor="white", edgecolor=STREAM, lw=1.5, zorder=3))
+    ax.text(x, y, "+", ha="center", va="center", fontsize=11, color=STREAM, zorder=4)
+
+
+def main():
+    fig, ax = plt.subplots(figsize=(12, 3.4))
+    y = 0.0
+    box(ax, 0.3, y, "embedding\ne", STREAM, w=1.1, h=0.6)
+    ax.plot([0.85, 11.1], [y, y], color=STREAM, lw=3, zorder=1)
+    x = 1.6
+    for l, label in [(0, "0"), (1, "1"), (None, "…"), (29, "29")]:
+        if l is None:
+            ax.text(x + 0.6, y + 0.25, "…", fontsize=16, ha="center")
+            x += 1.2
+            continue
+        for kind, colour, name in [("attn", ATTN, f"a{label}"), ("mlp", FFN, f"m{label}")]:
+            box(ax, x + 0.45, 1.25, f"norm\n→ {'attn' if kind == 'attn' else 'FFN'} {label}", colour, w=1.05, h=0.6)
+            ax.annotate("", xy=(x + 0.2, 0.93), xytext=(x + 0.2, 0.05),
+                        arrowprops=dict(arrowstyle="-|>", color="#777777", lw=1))
+            ax.annotate("", xy=(x + 0.7, 0.18), xytext=(x + 0.7, 0.93),
+                        arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.5))
+            ax.text(x + 0.85, 0.5, name, fontsize=8.5, color=colour)
+            plus(ax, x + 0.7, y)
+            x += 1.25
+        x += 0.1
+    box(ax, 11.6, y, "final norm\n→ LM head", NORM, w=1.1, h=0.6)
+    ax.text(0.0, -0.75, "Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is ever "
+            "overwritten.  After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29.",
+            fontsize=9, color="#333333")
+    ax.set_xlim(-0.4, 12.3)
+    ax.set_ylim(-1.0, 1.7)
+    ax.axis("off")
+    fig.tight_layout()
+    save_svg(fig, OUT)
+
+
+if __name__ == "__main__":
+    main()
