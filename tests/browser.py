@@ -95,7 +95,7 @@ def _narrow_wrapper(page: Path, width: int, height: int) -> Path:
         "<textarea id='llmlab-inner-dom' style='display:none'></textarea><script>"
         "setInterval(function () { try { var d = document.getElementById('llmlab-frame').contentDocument;"
         " if (d && d.documentElement) document.getElementById('llmlab-inner-dom').textContent = d.documentElement.outerHTML;"
-        " } catch (e) {} }, 50);</script></body></html>", encoding="utf-8")
+        " } catch (e) {} }, 200);</script></body></html>", encoding="utf-8")
     return wrapper
 
 

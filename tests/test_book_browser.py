@@ -123,3 +123,67 @@ def test_wide_screens_get_a_wider_article_for_the_code(tmp_path):
         widths[window] = int(result.dom.split('data-article-width="')[1].split('"')[0])
     # 1800 px: the page grows to 100rem (assets/llmlab-book.css) instead of the theme's 88rem
     assert widths[1800] >= 1000 and widths[1800] > widths[1300] + 150, widths
+
+
+# A phone: pages that once overflowed (a long inline literal in chapter 14, the glossary's table),
+# and pages full of views. The page may scroll inside a code block or a view's table, never sideways.
+PHONE_PAGES = ["chapters/14_contextual_representations", "chapters/appendix_glossary",
+               "chapters/09_lm_head_and_sampling", "chapters/08_the_whole_stack", "chapters/05_self_attention"]
+
+MEASURE_OVERFLOW = """
+setTimeout(function () {
+  var out = document.body.dataset, wide = [];
+  out.pageWidth = document.documentElement.scrollWidth;
+  document.querySelectorAll('article *').forEach(function (n) {
+    if (wide.length < 3 && n.getBoundingClientRect().right > window.innerWidth + 1 &&
+        !n.parentNode.closest('.llmlab-scroll, pre, .highlight, .table-wrapper, mjx-container, .output_area, .cell_output')) {
+      wide.push(n.tagName + '.' + n.className + ': ' + (n.textContent || '').slice(0, 40));
+    }
+  });
+  out.wide = wide.join(' | ');
+}, 3000);
+"""
+
+
+@pytest.mark.parametrize("name", PHONE_PAGES)
+def test_pages_fit_a_phone(name, tmp_path):
+    result = open_in_browser(page(f"{name}.html"), js=MEASURE_OVERFLOW, width=420, height=900, wait_ms=6000,
+                             screenshot=tmp_path / (Path(name).name + "-420.png"))
+    assert not result.errors, result.errors
+    width = int(dataset(result.dom, "page-width"))
+    assert width <= 420, f"the page is {width} px wide at 420 px: {dataset(result.dom, 'wide')}"
+
+
+def test_glossary_terms_have_anchors_and_are_linked_from_their_chapters():
+    import re
+    import sys
+
+    sys.path.insert(0, str(HTML.parents[1] / "scripts"))
+    import make_glossary
+
+    glossary = page("chapters/appendix_glossary.html").read_text()
+    anchors = set(re.findall(r'<dt id="(term-[^"]+)"', glossary))
+    terms = make_glossary.load_terms()
+    assert len(anchors) == len(terms), "every glossary term needs its own anchor"
+    assert "such as &lt;bos&gt;, &lt;eos&gt;, padding" in re.sub(r"<[^>]+>", "", glossary)
+    linked = 0
+    for chapter, pairs in make_glossary.chapter_terms().items():
+        files = list((HTML / "chapters").glob(f"{chapter:02d}_*.html"))
+        if not files:
+            continue
+        links = set(re.findall(r'href="appendix_glossary.html#(term-[^"]+)"', files[0].read_text()))
+        assert links <= anchors
+        assert links, f"chapter {chapter} links none of the terms it introduces"
+        linked += len(links)
+    assert linked >= len(terms) // 2
+
+
+def test_chapter_12_attention_table_fits_a_wide_screen(tmp_path):
+    js = """setTimeout(function () {
+      var box = document.querySelector('.llmlab-attention .llmlab-scroll');
+      document.body.dataset.fits = box ? (box.scrollWidth <= box.clientWidth) : 'no view';
+    }, 3000);"""
+    result = open_in_browser(page("chapters/12_training.html"), js=js, width=1800, height=1200, wait_ms=6000,
+                             screenshot=tmp_path / "12-1800.png")
+    assert not result.errors, result.errors
+    assert dataset(result.dom, "fits") == "true", "the attention table scrolls sideways at 1800 px"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmlab.visualization.html import visible
+from llmlab.visualization.display import show_token
 
 
 def _numpy(x) -> np.ndarray:
@@ -37,14 +37,14 @@ def plot_attention(weights, tokens, ax=None, title: str | None = None):
     T = len(tokens)
     ax = _axes(ax, (0.35 * T + 2, 0.35 * T + 1.5))
     image = ax.imshow(w, cmap="Blues", vmin=0.0, vmax=1.0)
-    labels = [visible(t) for t in tokens]
+    labels = [show_token(t) for t in tokens]
     ax.set_xticks(range(T), labels, rotation=90)
     ax.set_yticks(range(T), labels)
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
     if title:
         ax.set_title(title)
-    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
     return ax
 
 
@@ -58,9 +58,9 @@ def plot_lens(lens, ax=None, title: str | None = None, annotate: bool = True):
     if annotate:
         for r in range(n_rows):
             for c in range(n_cols):
-                ax.text(c, r, visible(lens.top_tokens[r][c][0])[:10], ha="center", va="center", fontsize=7,
+                ax.text(c, r, show_token(lens.top_tokens[r][c][0])[:10], ha="center", va="center", fontsize=7,
                         color="white" if probs[r, c] > 0.55 else "black")
-    ax.set_xticks(range(n_cols), [visible(t) for t in lens.tokens], rotation=45, ha="right")
+    ax.set_xticks(range(n_cols), [show_token(t) for t in lens.tokens], rotation=45, ha="right")
     ax.set_yticks(range(n_rows), lens.layer_labels)
     ax.set_xlabel("position (input token)")
     ax.set_ylabel("read out after")
@@ -86,8 +86,9 @@ def plot_similarity(matrix, labels, col_labels=None, ax=None, title: str | None 
         for r in range(m.shape[0]):
             for c in range(m.shape[1]):
                 ax.text(c, r, f"{m[r, c]:.2f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(m.shape[1]), [visible(str(t)) for t in col_labels], rotation=90)
-    ax.set_yticks(range(m.shape[0]), [visible(str(t)) for t in labels])
+    # labels, not tokens: shown as given (no ␣), unlike the token axes of plot_attention and plot_lens
+    ax.set_xticks(range(m.shape[1]), [str(t) for t in col_labels], rotation=90)
+    ax.set_yticks(range(m.shape[0]), [str(t) for t in labels])
     if title:
         ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)

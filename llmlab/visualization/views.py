@@ -98,9 +98,12 @@ class AttentionView(View):
         layer_labels = list(layer_labels) if layer_labels is not None else [f"layer {i}" for i in range(n_layers)]
         if len(layer_labels) != n_layers:
             raise ValueError(f"{len(layer_labels)} layer labels for {n_layers} layers.")
-        if not (0 <= layer < n_layers and 0 <= head <= n_heads):
+        if not (-n_layers <= layer < n_layers and 0 <= head <= n_heads):
             raise ValueError(f"layer={layer}, head={head} is outside {n_layers} layers x {n_heads} heads "
                              f"(head={n_heads} is the mean of the heads).")
+        if query is not None and not -T <= query < T:
+            raise ValueError(f"query={query} is outside the {T} positions.")
+        layer = layer % n_layers                         # -1 is the last layer, as in Python
         self.weights = weights
         opening = weights[layer].mean(0) if head == n_heads else weights[layer, head]
         query = informative_row(opening) if query is None else int(query) % T
@@ -346,7 +349,7 @@ def looks_like_text(text: str, raw) -> bool:
 
 TEMPERATURE_STEP = 0.05          # the temperature slider's step: the grid the full-vocabulary sums are kept for
 TEMPERATURE_MAX = 2.5
-STORED_TOKENS = 200              # tokens per prompt whose exact logit and text the page keeps
+STORED_TOKENS = 500              # tokens per prompt whose exact logit and text the page keeps
 BIN_WIDTH = 1 / 64               # the rest of the vocabulary: counts of logits per bin of this width
 
 

@@ -101,6 +101,9 @@ window.llmlab.views.attention = function (root, data) {
     L.clear(thumbs);
     thumbNodes = [];
     var layers = scope === 1 ? data.layers.map(function (_, l) { return l; }) : [layer];
+    // every layer: one row of thumbnails per layer, heads in columns (as a model view does)
+    thumbs.style.display = scope === 1 ? 'grid' : '';
+    thumbs.style.gridTemplateColumns = scope === 1 ? 'repeat(' + (H === 1 ? 1 : H + 1) + ', max-content)' : '';
     layers.forEach(function (l) {
       for (var h = 0; h <= H; h++) {
         if (h === H && H === 1) continue;

@@ -165,11 +165,14 @@ window.llmlab.views.sampling = function (root, data) {
     for (var s = 0; s < 10; s++) ranks.push(sampleOne());
     var outside = ranks.filter(function (r) { return r >= n; }).length;
     samples.appendChild(L.el('div', {'class': 'llmlab-note'}, '10 samples at temperature ' +
-      (state.temperature <= 0 ? '0' : state.temperature.toFixed(2)) + ': ' + outside + ' of 10 from outside the ' + n + ' shown'));
+      (state.temperature <= 0 ? '0' : state.temperature.toFixed(2)) + ': ' + outside + ' of 10 from outside the ' + n +
+      ' shown' + (ranks.some(function (r) { return r >= current.m.names.length; }) ? ' (#rank: a token whose text the page does not keep)' : '')));
     ranks.forEach(function (r) {
       var known = r < current.m.names.length;
       samples.appendChild(L.el('span', {'class': 'llmlab-sample' + (r >= n ? ' llmlab-other' : ''), 'data-rank': r,
-        title: 'rank ' + (r + 1)}, known ? current.m.names[r] : 'rank ' + L.fmt(r + 1)));
+        title: known ? 'rank ' + L.fmt(r + 1) : 'the token ranked ' + L.fmt(r + 1) + ' (the page keeps the text of the ' +
+          L.fmt(current.m.names.length) + ' most likely tokens only)'},
+        known ? current.m.names[r] : '#' + L.fmt(r + 1)));
     });
   });
   paint();
