@@ -593,3 +593,14 @@ def test_narrow_and_wide_windows(tmp_path):
       var box = q('.llmlab-scroll'); out.fits = [box.scrollWidth, box.clientWidth];
     """, width=1800, height=1000, screenshot=tmp_path / "wide.png")
     assert out["fits"][0] <= out["fits"][1]
+
+
+def test_lens_view_shows_byte_fragments_from_the_tokenizer():
+    from llmlab.inspection.lens import LensResult
+
+    tok = BytesTokenizer([b"<bos>", b"\xe6\x88", b"\xe6\x9e", b" Paris"])
+    lens = LensResult(tokens=["a"], positions=[0], layer_labels=["embed"],
+                      top_ids=torch.tensor([[[1, 2, 3]]]), top_probs=torch.tensor([[[0.5, 0.3, 0.2]]]),
+                      top_tokens=[[["\ufffd", "\ufffd", " Paris"]]])
+    assert LensView.from_lens(lens).data["top_tokens"] == [[["\ufffd", "\ufffd", "\u2423Paris"]]]
+    assert LensView.from_lens(lens, tokenizer=tok).data["top_tokens"] == [[["<e6><88>", "<e6><9e>", "\u2423Paris"]]]

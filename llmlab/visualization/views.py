@@ -230,12 +230,18 @@ class LensView(View):
         """Run the logit lens on `prompt` (see llmlab.inspection.lens.logit_lens) and show it."""
         from llmlab.inspection.lens import logit_lens
 
-        return cls.from_lens(logit_lens(model, tokenizer=tokenizer, prompt=prompt, k=k, target=target), title=title)
+        return cls.from_lens(logit_lens(model, tokenizer=tokenizer, prompt=prompt, k=k, target=target), title=title,
+                             tokenizer=tokenizer)
 
     @classmethod
-    def from_lens(cls, lens, title=None) -> "LensView":
-        """From a `LensResult` (llmlab.inspection.lens)."""
-        return cls(lens.tokens, lens.layer_labels, lens.top_tokens, lens.top_probs, target=lens.target,
+    def from_lens(cls, lens, title=None, tokenizer=None) -> "LensView":
+        """From a `LensResult` (llmlab.inspection.lens). With the tokenizer, the top tokens are shown from
+        their bytes, so pieces of a character read "<e5><a4>" instead of "�"."""
+        top_tokens = lens.top_tokens
+        if tokenizer is not None and getattr(lens, "top_ids", None) is not None:
+            ids = lens.top_ids.tolist() if hasattr(lens.top_ids, "tolist") else lens.top_ids
+            top_tokens = [[show_token_ids(tokenizer, cell) for cell in row] for row in ids]
+        return cls(lens.tokens, lens.layer_labels, top_tokens, lens.top_probs, target=lens.target,
                    target_rank=lens.target_rank, target_prob=lens.target_prob, title=title)
 
     def static_html(self) -> str:
