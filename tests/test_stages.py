@@ -93,6 +93,15 @@ def test_llama3_rope_scaling_bands():
     assert mid.any() and ((scaled[mid] < base[mid]) & (scaled[mid] > base[mid] / 8)).all()
 
 
+def test_masks_after_a_cache_are_the_last_rows_of_the_full_masks():
+    """With `start` positions cached, the masks for the next T queries are rows start.. of the full ones."""
+    for start, T in [(0, 4), (3, 2), (5, 1)]:
+        n = start + T
+        assert torch.equal(causal_mask(T, start=start), causal_mask(n)[start:])
+        assert torch.equal(sliding_window_mask(T, 3, start=start), sliding_window_mask(n, 3)[start:])
+        assert torch.equal(alibi_bias(4, T, start=start), alibi_bias(4, n)[:, start:])
+
+
 def test_sinusoidal_and_alibi_worked_examples():
     pe = sinusoidal_encoding(2, 4)
     assert torch.allclose(pe, torch.tensor([[0.0, 1.0, 0.0, 1.0],
@@ -330,3 +339,60 @@ def test_rms_norm_module_fast_path_equals_formula(unit_offset):
     assert torch.allclose(norm(x), rms_norm(x, norm.weight, 1e-6, unit_offset), atol=1e-6, rtol=1e-6)
     norm16 = norm.to(torch.bfloat16)  # in bf16 the module runs the formula itself
     assert torch.equal(norm16(x.bfloat16()), rms_norm(x.bfloat16(), norm16.weight, 1e-6, unit_offset))
+
+
+# ---------------------------------------------------------------- the model uses the chapters' functions
+
+def test_the_model_calls_the_mask_functions_the_chapters_teach(monkeypatch):
+    """Transformer.attention_masks and forward build their masks and ALiBi bias with causal_mask,
+    sliding_window_mask, padding_mask and alibi_bias, not copies of them: replace each with a
+    counting wrapper and run the model."""
+    import llmlab.model as model_module
+
+    calls = {}
+    for name in ("causal_mask", "sliding_window_mask", "padding_mask", "alibi_bias"):
+        original = getattr(model_module, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] = calls.get(_name, 0) + 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(model_module, name, counted)
+    sliding = _model("cpu", sliding_window=3, layer_types=["sliding", "full"])
+    sliding(torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.tensor([[0, 1, 1, 1]]))
+    _model("cpu", positions="alibi")(torch.tensor([[1, 2, 3]]))
+    assert set(calls) == {"causal_mask", "sliding_window_mask", "padding_mask", "alibi_bias"}
+
+
+# ---------------------------------------------------------------- RoPE tables
+
+def test_rope_tables_cached_under_inference_mode_work_with_gradients():
+    """generate() runs under inference_mode; the RoPE tables it caches must still serve a later
+    forward pass that records gradients (an inference tensor cannot be saved for backward)."""
+    from llmlab import generate
+
+    model = _model("cpu")
+    generate(model, torch.tensor([[1, 2, 3]]), max_new_tokens=2)
+    assert not any(t.is_inference() for pair in model.rope._tables.values() for t in pair)
+    loss = model(torch.tensor([[1, 2, 3, 4]])).logsumexp(-1).mean()
+    loss.backward()
+    assert model.blocks[0].attn.q_proj.weight.grad is not None
+
+
+def test_rotary_embedding_position_ids_1d_and_2d():
+    from llmlab.positions import RotaryEmbedding
+
+    rope = RotaryEmbedding(8)
+    T = 4
+    plain = rope(3, T, "cpu", torch.float32)                                  # positions 3..6, (T, 8)
+    one_d = rope(0, T, "cpu", torch.float32, torch.arange(3, 3 + T))          # (T,): the same for every row
+    two_d = rope(0, T, "cpu", torch.float32, torch.arange(3, 3 + T)[None].expand(2, T))  # (B, 1, T, 8)
+    for got in (one_d, two_d):
+        for table, expected in zip(got, plain):                               # cos, then sin
+            assert torch.equal(table, expected.expand_as(table))
+    assert one_d[0].shape == (T, 8) and two_d[0].shape == (2, 1, T, 8)
+    # T equal to the head count used to broadcast a (T,) table over heads instead of positions
+    q = torch.randn(1, T, T, 8)                                               # (B, n_heads = T, T, hd)
+    assert torch.equal(apply_rope(q, *one_d), apply_rope(q, *plain))
+    for bad in (torch.arange(T)[None, :, None], torch.arange(T + 1), torch.arange(T).float(), torch.arange(-1, T - 1)):
+        with pytest.raises(ValueError, match="position_ids"):
+            rope(0, T, "cpu", torch.float32, bad)

@@ -18,7 +18,7 @@ import torch
 
 from llmlab.checks import as_ids, check_int, resolve_layer, resolve_position, tokenizer_first
 from llmlab.hooks import hook_name
-from llmlab.inspection.capture import capture, hooks, position_dim
+from llmlab.inspection.capture import capture, hook_shape, hooks, position_dim
 
 SUBLAYERS = {"attn": "hook_attn_out", "mlp": "hook_mlp_out"}
 
@@ -78,6 +78,11 @@ def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=No
         raise TypeError(f"value must be a tensor with the shape of hook {name!r}; got {type(value).__name__}.")
     index = None if positions is None else \
         torch.tensor([resolve_position(p, ids.shape[1]) for p in _as_list(positions)], device=ids.device)
+    B, T = ids.shape
+    allowed = {hook_shape(model.config, name, T, B, n) for n in (T, 1 if index is None else len(index))}
+    if tuple(value.shape) not in allowed:
+        raise ValueError(f"value for hook {name!r} must have shape {' or '.join(map(str, sorted(allowed)))} "
+                         f"(the hook's shape, over all positions or the patched ones); got {tuple(value.shape)}.")
 
     def replace(x):
         x = x.clone()
