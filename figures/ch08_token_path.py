@@ -1,0 +1,76 @@
+"""Chapter 8 diagram: one token followed through the whole stack of SmolLM2, with shapes.
+
+Run from the repository root: python figures/ch08_token_path.py
+writes figures/generated/ch08_token_path.svg
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch08_token_path.svg")
+TOKENS = ["The", " capital", " of", " France", " is"]
+STREAM, OTHER, ATTN, FFN, HEAD = "#4c72b0", "#c8c8c8", "#dd8452", "#55a868", "#8172b2"
+
+
+def box(ax, x, y, text, colour, w, h, fontsize=8.5, text_colour="white"):
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02", facecolor=colour,
+                                edgecolor="none"))
+    ax.text(x, y, text, ha="center", va="center", color=text_colour, fontsize=fontsize, fontweight="bold")
+
+
+def arrow(ax, x0, y0, x1, y1, colour="#555555", lw=1.1):
+    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw))
+
+
+def main():
+    fig, ax = plt.subplots(figsize=(12, 6.2))
+    xs = [0.8 + 1.3 * i for i in range(len(TOKENS))]
+    rows = {"token": 0.0, "embed": 1.0, "b0": 2.3, "dots": 3.35, "b29": 4.3, "norm": 5.4, "head": 6.3}
+    for i, (x, t) in enumerate(zip(xs, TOKENS)):
+        last = i == len(TOKENS) - 1
+        colour = STREAM if last else OTHER
+        tc = "white" if last else "#333333"
+        box(ax, x, rows["token"], repr(t), colour, 1.1, 0.45, text_colour=tc)
+        box(ax, x, rows["embed"], "embedding\nrow (576,)", colour, 1.1, 0.55, fontsize=7.5, text_colour=tc)
+        arrow(ax, x, rows["token"] + 0.25, x, rows["embed"] - 0.3)
+        for key in ("b0", "b29"):
+            box(ax, x, rows[key], "attn + FFN\n(576,)", colour, 1.1, 0.6, fontsize=7.5, text_colour=tc)
+        ax.text(x, rows["dots"], "⋮", ha="center", va="center", fontsize=16, color="#555555")
+        arrow(ax, x, rows["embed"] + 0.3, x, rows["b0"] - 0.32)
+        arrow(ax, x, rows["b0"] + 0.32, x, rows["dots"] - 0.25)
+        arrow(ax, x, rows["dots"] + 0.25, x, rows["b29"] - 0.32)
+        if not last:
+            # what attention reads from earlier positions flows into the last stream
+            ax.annotate("", xy=(xs[-1] - 0.56, rows["b0"] - 0.2), xytext=(x + 0.56, rows["b0"] - 0.2),
+                        arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
+                                        connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
+    xl = xs[-1]
+    box(ax, xl, rows["norm"], "final RMSNorm\n(576,)", STREAM, 1.3, 0.55, fontsize=7.5)
+    arrow(ax, xl, rows["b29"] + 0.32, xl, rows["norm"] - 0.3)
+    box(ax, xl, rows["head"], "LM head: 49,152 logits\nsoftmax → ' Paris'", HEAD, 2.2, 0.6, fontsize=8)
+    arrow(ax, xl, rows["norm"] + 0.3, xl, rows["head"] - 0.32)
+    notes = [
+        (rows["token"], "token id: one integer per position"),
+        (rows["embed"], "look up one row of the (49,152 × 576) table"),
+        (rows["b0"], "block 0: x += attn(norm(x)), the only step that reads other positions (orange);\n"
+                     "then x += FFN(norm(x)), this position alone"),
+        (rows["b29"], "… 30 blocks in all, same shapes: (576,) in, (576,) out"),
+        (rows["norm"], "only the LAST position goes on to predict the next token"),
+        (rows["head"], "dot product with every row of the (tied) embedding table"),
+    ]
+    for y, text in notes:
+        ax.text(7.5, y, text, fontsize=8.5, va="center", color="#333333")
+    ax.set_xlim(0.0, 13.2)
+    ax.set_ylim(-0.4, 6.75)
+    ax.axis("off")
+    fig.tight_layout()
+    save_svg(fig, OUT)
+
+
+if __name__ == "__main__":
+    main()
