@@ -74,6 +74,8 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, cache=None, attn_impl: str | None = None,
                 attention_mask: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
+        """ids (B, T) -> embed (+ positions) -> blocks, each given its RoPE tables, mask and ALiBi bias
+        -> final norm -> LM head -> logits (B, T, vocab) (B, 1, vocab with last_only)."""
         start = cache.seq_len if cache is not None else 0          # positions already in the cache
         ids = check_ids(ids, self, start)                           # (B, T), moved to the model's device
         B, T = ids.shape

@@ -5,6 +5,7 @@ import transformers
 
 import llmlab
 from llmlab import ModelConfig, Transformer, available_devices, decode_step, generate, prefill
+from llmlab.generation import pad_left
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
 from llmlab.sampling import sample_next_token, top_k_filter, top_p_filter
 
@@ -167,3 +168,75 @@ def test_generate_accepts_a_list_and_greedy_is_deterministic():
     model = _tiny()
     a = generate(model, [5, 6, 7], 4)
     assert a.shape == (1, 7) and torch.equal(a, generate(model, torch.tensor([[5, 6, 7]]), 4))
+
+
+# ------------------------------------------------------------------ padded batches
+
+PROMPTS = [[11, 12, 13], [21, 22, 23, 24, 25, 26, 27], [31, 32, 33, 34, 35]]
+
+
+def _contextual(arch):
+    """A tiny model whose greedy continuation depends on the whole prompt (untied head, larger weights),
+    so that a row that saw padding would show it."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**ModelConfig.preset("tiny-llama").to_dict(), "vocab_size": V, **ARCHS[arch],
+                         "tie_embeddings": False})
+    model = Transformer(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(4.0) if p.dim() > 1 else None
+    return model
+
+
+def _alone_and_batched(model, prompts, n_new, pad_id=0, mask=True, **kwargs):
+    """Each prompt continued on its own, and all of them as one left-padded batch (new tokens only)."""
+    alone = [generate(model, [p], n_new, **kwargs)[0, len(p):].tolist() for p in prompts]
+    ids, attention_mask = pad_left(prompts, pad_id)
+    batched = generate(model, ids, n_new, attention_mask=attention_mask if mask else None, **kwargs)
+    return alone, batched[:, ids.shape[1]:].tolist()
+
+
+@pytest.mark.parametrize("how", [dict(cache="static"), dict(cache="growing"), dict(use_cache=False)], ids=str)
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_a_left_padded_batch_continues_each_row_as_it_would_alone(arch, how):
+    model = _contextual(arch)
+    alone, batched = _alone_and_batched(model, PROMPTS, 8, **how)
+    assert batched == alone
+    assert all(len(set(row)) >= 2 for row in alone)  # not a model that repeats one token whatever it sees
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_padding_id_does_not_matter_and_without_the_mask_it_would(arch):
+    """Padded positions are never attended to, so the pad id changes nothing; the control: the same
+    padded batch with the mask left out continues differently."""
+    model = _contextual(arch)
+    alone, batched = _alone_and_batched(model, PROMPTS, 8, pad_id=50)
+    assert batched == alone
+    ids, _ = pad_left(PROMPTS, pad_id=0)
+    assert generate(model, ids, 8)[:, ids.shape[1]:].tolist() != alone
+
+
+def test_attention_mask_must_be_left_padding_of_the_right_shape():
+    model = _tiny()
+    ids, mask = pad_left(PROMPTS)
+    with pytest.raises(ValueError, match="left-padded"):
+        generate(model, ids, 2, attention_mask=mask.flip(-1))
+    with pytest.raises(ValueError, match="shape"):
+        generate(model, ids, 2, attention_mask=mask[:, 1:])
+    with pytest.raises(ValueError, match="no real token"):
+        generate(model, ids, 2, attention_mask=torch.zeros_like(mask))
+    with pytest.raises(ValueError, match="pad_left"):
+        generate(model, PROMPTS, 2)  # rows of different lengths and no padding
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_real_models_continue_padded_rows_as_they_would_alone(name):
+    model, tok = llmlab.load(name)
+    texts = ["Hello", "The capital of France is", "Once upon a time, in a small village by the sea,"]
+    prompts = [tok.encode(t) for t in texts]
+    assert len({len(p) for p in prompts}) == 3
+    pad = tok.pad_token_id if getattr(tok, "pad_token_id", None) is not None else 0
+    alone, batched = _alone_and_batched(model, prompts, 12, pad_id=pad)
+    print(name, [tok.decode(row) for row in batched])
+    assert batched == alone

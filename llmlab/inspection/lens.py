@@ -96,7 +96,7 @@ def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = 
             else _single_token(tokenizer, target)
     top_ids, top_probs, ranks, target_probs = [], [], [], []
     for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
-        logits = unembed(model, layer_resid).float()  # (P, vocab)
+        logits = unembed(model, layer_resid.to(model.device)).float()  # (P, vocab); the cache may live elsewhere
         probs = torch.softmax(logits, dim=-1)          # (P, vocab)
         p, i = probs.topk(k, dim=-1)                   # (P, k)
         top_probs.append(p.cpu())
