@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import llmlab  # noqa: E402
 from llmlab.generation import generate, prefill  # noqa: E402
 from llmlab.kvcache import StaticKVCache  # noqa: E402
-from llmlab.loading import OFFLINE_MODELS, offline_gguf_path  # noqa: E402
+from llmlab.registry import OFFLINE_MODELS, offline_gguf_path  # noqa: E402
 from llmlab.lookup import generate_lookup  # noqa: E402
 
 PROMPT = "In a quiet village at the edge of the forest, an old clockmaker spent his days repairing"

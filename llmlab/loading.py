@@ -36,8 +36,7 @@ from pathlib import Path
 from llmlab.cache import CacheInvalid, cache_root, entry_folder, read_cache, remember_source, store
 from llmlab.convert import build_model, convert_hf_checkpoint
 from llmlab.devices import get_device, get_dtype
-from llmlab.registry import (OFFLINE_MODELS, ModelPackageMissing, all_spellings, offline_gguf_path,  # noqa: F401
-                             offline_model, spellings_text)
+from llmlab.registry import OFFLINE_MODELS, all_spellings, offline_gguf_path, offline_model, spellings_text
 
 ACCEPTED_FORMS = (
     "an offline model name: " + ", ".join(repr(n) for n in OFFLINE_MODELS) + " (case-insensitive)\n"
@@ -53,7 +52,8 @@ QUANTIZED_DTYPES = ("int8", "int4")   # handled by llmlab.quantize, where that m
 def load(name_or_path: str | os.PathLike, device=None, dtype=None):
     """Load a model and its tokenizer: ``model, tokenizer = load("smollm2-135m")``.
 
-    ``device``: None picks cuda -> mps -> cpu; ``dtype``: None means float32 (also "bf16", "fp16").
+    ``device``: None picks cuda -> mps -> cpu. ``dtype``: None means float32; also "bf16", "fp16",
+    and "int8" / "int4" where ``llmlab.quantize`` is installed (see ``dtype_cast``).
     """
     device, cast = get_device(device), dtype_cast(dtype)  # a wrong one fails now, not after a conversion
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
