@@ -6,6 +6,9 @@ token ids. Layers count like Python indices (-1 is the last block); ids and vect
 any device."""
 from llmlab.checks import resolve_layer
 from llmlab.hooks import hook_name
+from llmlab.inspection.causal import (
+    SITES, AttributionResult, TraceResult, causal_trace, direct_logit_attribution, logit_diff,
+)
 from llmlab.inspection.capture import (
     ActivationCache, as_ids, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
 )
@@ -13,6 +16,9 @@ from llmlab.inspection.embeddings import analogy, nearest_to_vector, nearest_tok
 from llmlab.inspection.intervene import ablate, logit_difference, patch, patching_sweep
 from llmlab.inspection.lens import LensResult, logit_lens, unembed
 from llmlab.inspection.neurons import neuron_activations, top_activating_tokens
+from llmlab.inspection.probes import (
+    ProbeResult, control_labels, mean_ci, probe_accuracy, probe_with_control, train_probe,
+)
 from llmlab.inspection.patchscope import IDENTITY_TEMPLATE, PatchscopeResult, patchscope
 from llmlab.inspection.similarity import (
     cka_matrix, cosine, cosine_matrix, layer_cka, layer_similarity, linear_cka, position_similarity,
@@ -26,4 +32,6 @@ __all__ = [
     "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
     "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
+    "SITES", "AttributionResult", "TraceResult", "causal_trace", "direct_logit_attribution", "logit_diff",
+    "ProbeResult", "control_labels", "mean_ci", "probe_accuracy", "probe_with_control", "train_probe",
 ]
