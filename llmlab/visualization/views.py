@@ -180,7 +180,7 @@ class MaskView(View):
 
         def cell(i, j):
             on = bool(m[i, j])
-            return "", "#1f4e79" if on else "#f2f2f2", 1.0 if on else 0.0, \
+            return "", "#1f4e79" if on else "#e9e9e9", 1.0 if on else 0.0, \
                 f"{name}: {tokens[i]} → {tokens[j]}: {'may attend' if on else 'masked'}"
 
         return f'<div class="llmlab-readout">{escape(name)}</div>' + _grid(tokens, tokens, cell, "query \\ key")

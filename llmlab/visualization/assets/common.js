@@ -65,11 +65,13 @@ window.llmlab.views = window.llmlab.views || {};
     var parts = [];
     if (opts.scale === 'binary') {
       opts.items.forEach(function (item) {
+        var entry = L.el('span', {'class': 'llmlab-legend-item'});   // a swatch never wraps away from its text
         var sw = L.el('span', {'class': 'llmlab-swatch'});
         sw.style.background = item.colour;
         if (item.border) sw.style.border = item.border;
-        box.appendChild(sw);
-        box.appendChild(L.el('span', {'class': 'llmlab-legend-text'}, item.text));
+        entry.appendChild(sw);
+        entry.appendChild(L.el('span', {'class': 'llmlab-legend-text'}, item.text));
+        box.appendChild(entry);
         parts.push(item.text);
       });
       box.setAttribute('aria-label', 'legend: ' + parts.join(', '));

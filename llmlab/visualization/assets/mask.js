@@ -6,7 +6,7 @@ window.llmlab.views.mask = function (root, data) {
   var L = window.llmlab, T = data.tokens.length, current = 0;
   var masks = data.masks.map(function (b64) { return L.unpack(b64); });
   function allowed(m, i, j) { return masks[m][i * T + j] > 0.5; }
-  var ON = '#1f4e79', OFF = '#f2f2f2';
+  var ON = '#1f4e79', OFF = '#e9e9e9';
 
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
