@@ -589,6 +589,8 @@ def test_narrow_and_wide_windows(tmp_path):
     assert narrow["cjkOrder"][0] < narrow["cjkOrder"][1], "CJK header read in reverse"
     # chapter 12's table: 48 words fit an 1800 px window without horizontal scrolling
     wide = AttentionView([f"w{i}" for i in range(48)], sink_weights(1, 1, 48)).save(tmp_path / "wide.html")
+    # inside the book's theme: larger, taller text around the view, and an article about 940 px wide
+    wide.write_text(wide.read_text().replace("<body>", "<body style='font-size:16px;line-height:1.65;width:940px'>"))
     out = run_in_page(wide, PAGE_HELPERS + """
       var box = q('.llmlab-scroll'); out.fits = [box.scrollWidth, box.clientWidth];
     """, width=1800, height=1000, screenshot=tmp_path / "wide.png")
