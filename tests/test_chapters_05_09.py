@@ -1,0 +1,159 @@
+"""Chapters 5-9: rules their sources must keep, their figures, and the functions they define
+inline checked against llmlab.
+
+The notebooks are not executed here (that is the book build). Their cells are read; the functions
+a chapter defines inline are compiled on their own and run on tiny random models.
+"""
+import ast
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import llmlab
+from llmlab.config import ModelConfig
+from llmlab.exercises import check
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = {n: next((ROOT / "chapters").glob(f"0{n}_*.ipynb")) for n in range(5, 10)}
+GLUED = re.compile(r"\{glue:text\}`([A-Za-z0-9_]+)(?::[^`]*)?`")
+FIGURE = re.compile(r"\.\./figures/generated/([A-Za-z0-9_]+)\.svg")
+
+
+def cell_sources(path, kind):
+    return ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == kind]
+
+
+def glue_names(code: str) -> list[re.Pattern]:
+    """Names passed to glue(...) in a code cell; an f-string name becomes a pattern ({x} -> any word)."""
+    found = []
+    for call in re.finditer(r"""glue\(\s*(f?)(["'])(.+?)\2""", code):
+        is_f, name = call.group(1), call.group(3)
+        found.append(re.compile(re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(name)) if is_f else re.escape(name)))
+    if re.search(r"glue\(\s*[A-Za-z_]", code):   # glue(key, ...) in a loop: the keys are string literals of the cell
+        found += [re.compile(re.escape(m.group(2))) for m in re.finditer(r"""(["'])([A-Za-z0-9_]+)\1""", code)]
+    return found
+
+
+def inline_functions(path, *names):
+    """Compile the top-level functions `names` defined anywhere in the notebook's code cells."""
+    namespace = {"torch": torch, "F": F, "math": __import__("math")}
+    for source in cell_sources(path, "code"):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        defs = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name in names]
+        if defs:
+            exec(compile(ast.Module(body=defs, type_ignores=[]), str(path), "exec"), namespace)
+    missing = [n for n in names if n not in namespace]
+    assert not missing, f"{path.name} defines no {missing}"
+    return [namespace[n] for n in names]
+
+
+@pytest.mark.parametrize("n", sorted(CHAPTERS))
+def test_every_glued_number_is_computed_in_the_chapter(n):
+    path = CHAPTERS[n]
+    patterns = [p for code in cell_sources(path, "code") for p in glue_names(code)]
+    used = {key for text in cell_sources(path, "markdown") for key in GLUED.findall(text)}
+    unknown = sorted(key for key in used if not any(p.fullmatch(key) for p in patterns))
+    assert not unknown, f"{path.name}: prose pastes {unknown}, which no code cell glues"
+
+
+@pytest.mark.parametrize("n", sorted(CHAPTERS))
+def test_chapter_asserts_no_clock(n):
+    code = "\n".join(cell_sources(CHAPTERS[n], "code"))
+    assert not re.search(r"assert[^\n]*(perf_counter|time\.time|elapsed|seconds)", code)
+
+
+@pytest.mark.parametrize("n", sorted(CHAPTERS))
+def test_every_figure_a_chapter_shows_has_its_script(n):
+    shown = {name for text in cell_sources(CHAPTERS[n], "markdown") for name in FIGURE.findall(text)}
+    assert all((ROOT / "figures" / f"{name}.py").exists() for name in shown), shown
+
+
+SCRIPTS = sorted(p.name for p in (ROOT / "figures").glob("ch0[5-9]_*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_figure_script_writes_a_valid_svg(script, tmp_path):
+    # Run from an empty folder: the script writes figures/generated/<name>.svg there, not in the repository.
+    result = subprocess.run([sys.executable, str(ROOT / "figures" / script)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    svg = tmp_path / "figures" / "generated" / script.replace(".py", ".svg")
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg") and len(list(root.iter())) > 20
+
+
+def test_chapter5_gqa_solution_passes_its_check():
+    gqa_attention, = inline_functions(CHAPTERS[5], "gqa_attention")
+    result = check("gqa_attention", gqa_attention, quiet=True)
+    assert result.passed, result.message
+
+
+def tiny_llama():
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("tiny-llama")
+    model = llmlab.Transformer(cfg).eval()
+    with torch.no_grad():          # norms away from 1, so that a forgotten norm weight shows
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.rand_like(p) + 0.5)
+    return cfg, model
+
+
+def test_chapter8_model_from_the_chapters_parts_matches_llmlab():
+    """The chapter's assembled_model uses only its own functions and the raw state dict."""
+    assembled_model, = inline_functions(CHAPTERS[8], "rms_norm", "rope_tables", "rotate", "attention", "swiglu",
+                                        "assembled_model")[-1:]
+    cfg, model = tiny_llama()
+    ids = torch.randint(0, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        mine = assembled_model(ids, {k: v for k, v in model.state_dict().items()}, cfg)
+        theirs = model(ids)
+    torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
+
+
+def test_chapter8_assembled_model_notices_a_wrong_part():
+    """The comparison can fail: the same code with one wrong weight gives other logits."""
+    assembled_model, = inline_functions(CHAPTERS[8], "rms_norm", "rope_tables", "rotate", "attention", "swiglu",
+                                        "assembled_model")[-1:]
+    cfg, model = tiny_llama()
+    ids = torch.randint(0, cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(2))
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    weights["blocks.1.mlp_norm.weight"] = torch.ones(cfg.d_model)
+    with torch.no_grad():
+        assert not torch.allclose(assembled_model(ids, weights, cfg), model(ids), atol=1e-4)
+
+
+def test_chapter8_llama_block_solution_passes_its_check():
+    *_, llama_block = inline_functions(CHAPTERS[8], "rms_norm", "rope_tables", "rotate", "attention", "swiglu",
+                                       "llama_block")
+    result = check("llama_block", llama_block, quiet=True)
+    assert result.passed, result.message
+
+
+def test_chapter6_direct_logit_attribution_sums_to_the_logit():
+    """The decomposition the chapter uses, on a tiny model: embedding + every sublayer's share of one
+    logit, through the final norm with its rms held fixed, adds up to the logit."""
+    from llmlab.inspection.capture import capture
+
+    _, model = tiny_llama()
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        logits, c = capture(model, None, ids, names=["hook_embed", "*hook_attn_out", "*hook_mlp_out"])
+        parts = [c["hook_embed"][0, -1]] + [c[f"blocks.{l}.{h}"][0, -1] for l in range(2)
+                                            for h in ("hook_attn_out", "hook_mlp_out")]
+        final = sum(parts)
+        rms = final.pow(2).mean().add(model.final_norm.eps).sqrt()
+        for token in (0, 17, 99):
+            direction = model.lm_head.weight[token] * model.final_norm.weight
+            total = sum(float(direction @ p / rms) for p in parts)
+            assert abs(total - float(logits[0, -1, token])) < 1e-4
