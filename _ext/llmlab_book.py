@@ -44,12 +44,12 @@ def _glossary_module():
 
 
 def _chapter_terms(app) -> dict:
-    """chapter number -> [(name used in the chapter, glossary term)], longest names first."""
+    """chapter number -> [(entry name, glossary term, in-text forms)], longest names first."""
     if not hasattr(app, "_llmlab_terms"):
         terms = {}
         if (ROOT / "glossary").is_dir():
             terms = _glossary_module().chapter_terms(ROOT)
-        app._llmlab_terms = {n: sorted(pairs, key=lambda p: -len(p[0])) for n, pairs in terms.items()}
+        app._llmlab_terms = {n: sorted(entries, key=lambda e: -len(e[0])) for n, entries in terms.items()}
     return app._llmlab_terms
 
 
@@ -62,11 +62,37 @@ def _linkable(node) -> bool:
     return True
 
 
-def _pattern(name: str):
-    """The name as it appears in prose: any case, an optional plural ending, without its "(...)" part."""
+def _forms(name: str) -> list:
+    """The ways prose writes a glossary name: "recurrent neural network (RNN)" -> the name without
+    the parenthesis and the acronym; "SwiGLU / GeGLU" -> each side.
+
+    >>> _forms("recurrent neural network (RNN)")
+    ['recurrent neural network', 'RNN']
+    """
     core = re.sub(r"\s*\([^)]*\)", "", name).strip()
-    words = r"\s+".join(re.escape(w) for w in core.split())
-    return re.compile(rf"(?<![\w-])({words}(?:s|es)?)(?![\w-])", re.IGNORECASE)
+    forms = [part.strip() for part in core.split(" / ") if part.strip()]
+    forms += [a for a in re.findall(r"\(([^)]*)\)", name) if re.fullmatch(r"[A-Z][A-Za-z0-9-]*[A-Z0-9]", a)]
+    return forms
+
+
+def _plural(word: str) -> str:
+    """A regex for a word and its plural: memory|memories, matrix|matrices, head|heads."""
+    if re.search(r"[^aeiou]y$", word):
+        return word[:-1] + "(?:y|ies)"
+    if word.endswith("ix"):
+        return word[:-2] + "(?:ix|ices)"
+    return word + "(?:s|es)?"
+
+
+def _pattern(name: str, extra=()):
+    """The name as it appears in prose: any case, hyphen or space between words, -ize or -ise,
+    singular or plural; `extra` adds the entry's own in-text forms."""
+    alternatives = []
+    for form in _forms(name) + list(extra):
+        words = [re.escape(w).replace("iz", "i[sz]") for w in re.split(r"[\s-]+", form)]
+        words[-1] = _plural(words[-1])
+        alternatives.append(r"[\s-]+".join(words))
+    return re.compile(rf"(?<![\w-])((?:{'|'.join(alternatives)}))(?![\w-])", re.IGNORECASE)
 
 
 def link_glossary_terms(app, doctree):
@@ -75,8 +101,8 @@ def link_glossary_terms(app, doctree):
     match = CHAPTER_DOC.search(docname)
     if not match or GLOSSARY_DOC not in app.env.found_docs:
         return
-    for name, term in _chapter_terms(app).get(int(match.group(1)), []):
-        pattern = _pattern(name)
+    for name, term, forms in _chapter_terms(app).get(int(match.group(1)), []):
+        pattern = _pattern(name, forms)
         for text in list(doctree.findall(nodes.Text)):
             if not isinstance(text.parent, nodes.paragraph) and not isinstance(text.parent, (nodes.emphasis, nodes.strong)):
                 continue

@@ -85,11 +85,14 @@ def load_terms(root: Path = ROOT) -> list:
 
 
 def chapter_terms(root: Path = ROOT) -> dict:
-    """chapter number -> [(the name the chapter uses, the glossary term it links to)]."""
+    """chapter number -> [(the entry's name, the glossary term it links to, other words the chapter's prose
+    uses for it)]. The optional `in_text` list of an entry gives those words ("decoder-only" for
+    "decoder-only model") when the prose never writes the name in full."""
     merged = {normalise(t["en"]): t["en"] for t in load_terms(root)}
     out = {}
     for entry in load_entries(root):
-        out.setdefault(entry["chapter"], []).append((entry["en"], merged[normalise(entry["en"])]))
+        forms = [str(f) for f in entry.get("in_text", [])]
+        out.setdefault(entry["chapter"], []).append((entry["en"], merged[normalise(entry["en"])], forms))
     return out
 
 

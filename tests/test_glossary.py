@@ -55,3 +55,20 @@ def test_terms_have_anchors_and_chapters_link_to_them(tmp_path):
     links = re.findall(r'<a class="reference internal" href="appendix_glossary.html#(term-[^"]+)"', chapter)
     assert links.count("term-special-token") == 1 and "term-vocabulary" in links
     assert '<span class="pre">token</span></code> in code is not linked' in chapter     # code stays code
+
+
+def test_a_term_is_found_in_the_forms_prose_uses():
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from llmlab_book import _pattern
+
+    def first(name, text, extra=()):
+        found = _pattern(name, extra).search(text)
+        return found and found.group(1)
+
+    assert first("recurrent neural network (RNN)", "An RNN reads") == "RNN"
+    assert first("similarity matrix", "two similarity matrices") == "similarity matrices"
+    assert first("key-value memory", "neurons as key value memories") == "key value memories"
+    assert first("tokenization", "tokenisation differs") == "tokenisation"
+    assert first("decoder-only model", "a decoder-only Transformer", ["decoder-only"]) == "decoder-only"
+    assert first("head", "a headline") is None and first("head", "multi-head") is None
+    assert any(forms for entries in make_glossary.chapter_terms().values() for _, _, forms in entries)
