@@ -4,8 +4,9 @@
   JavaScript SyntaxError on every page) and names a CDN; the book does not use thebe, so its
   scripts are dropped from every page.
 - assets/llmlab-book.css (copied into _static/ with the vendored files) is added to every page.
-- Glossary links: in each chapter, the first use of every term that chapter introduces (the
-  terms of glossary/chNN.yml) links to the term's entry in the glossary appendix. The links are
+- Glossary links: in each chapter, every term that chapter introduces (the terms of
+  glossary/chNN.yml) links once to the term's entry in the glossary appendix: where the chapter
+  defines it in bold, else at its first use in the text. The links are
   made here, at build time, so the notebooks stay plain; they are ordinary Sphinx term references,
   so a term missing from the glossary is a build warning (and -W makes it an error).
 """
@@ -95,31 +96,54 @@ def _pattern(name: str, extra=()):
     return re.compile(rf"(?<![\w-])((?:{'|'.join(alternatives)}))(?![\w-])", re.IGNORECASE)
 
 
+def _rank(text) -> int:
+    """Where a use of a term is best linked: where the chapter defines it in bold (0), else its first use
+    in the body (1), else in a box such as the learning goals at the top (2)."""
+    in_box = False
+    parent = text.parent
+    while parent is not None:
+        if isinstance(parent, (nodes.Admonition, nodes.sidebar, nodes.topic)):
+            in_box = True
+        parent = parent.parent
+    if in_box:
+        return 2
+    return 0 if isinstance(text.parent, nodes.strong) else 1
+
+
 def link_glossary_terms(app, doctree):
-    """Link the first use of each term a chapter introduces to its glossary entry."""
+    """Link one use of each term a chapter introduces to its glossary entry: where the chapter defines
+    it in bold, else its first use in the body, else its first use in a box."""
     docname = app.env.docname
     match = CHAPTER_DOC.search(docname)
     if not match or GLOSSARY_DOC not in app.env.found_docs:
         return
     for name, term, forms in _chapter_terms(app).get(int(match.group(1)), []):
         pattern = _pattern(name, forms)
-        for text in list(doctree.findall(nodes.Text)):
-            if not isinstance(text.parent, nodes.paragraph) and not isinstance(text.parent, (nodes.emphasis, nodes.strong)):
+        best = None
+        for text in doctree.findall(nodes.Text):
+            if not isinstance(text.parent, (nodes.paragraph, nodes.emphasis, nodes.strong)):
                 continue
             found = pattern.search(text.astext())
             if not found or not _linkable(text):
                 continue
-            source = text.astext()
-            ref = addnodes.pending_xref("", refdomain="std", reftype="term", reftarget=term.lower(),
-                                        refexplicit=True, refwarn=True, refdoc=docname)
-            ref += nodes.inline(found.group(1), found.group(1), classes=["xref", "std", "std-term", "llmlab-term"])
-            parent = text.parent
-            index = parent.index(text)
-            pieces = [nodes.Text(source[:found.start()]), ref, nodes.Text(source[found.end():])]
-            parent.remove(text)
-            for offset, piece in enumerate(p for p in pieces if not isinstance(p, nodes.Text) or p.astext()):
-                parent.insert(index + offset, piece)
-            break
+            rank = _rank(text)
+            if best is None or rank < best[0]:
+                best = (rank, text, found)
+            if rank == 0:
+                break
+        if best is None:
+            continue
+        _, text, found = best
+        source = text.astext()
+        ref = addnodes.pending_xref("", refdomain="std", reftype="term", reftarget=term.lower(),
+                                    refexplicit=True, refwarn=True, refdoc=docname)
+        ref += nodes.inline(found.group(1), found.group(1), classes=["xref", "std", "std-term", "llmlab-term"])
+        parent = text.parent
+        index = parent.index(text)
+        pieces = [nodes.Text(source[:found.start()]), ref, nodes.Text(source[found.end():])]
+        parent.remove(text)
+        for offset, piece in enumerate(p for p in pieces if not isinstance(p, nodes.Text) or p.astext()):
+            parent.insert(index + offset, piece)
 
 
 def setup(app):

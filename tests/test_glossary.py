@@ -40,8 +40,9 @@ def test_terms_have_anchors_and_chapters_link_to_them(tmp_path):
         "html_static_path = []\n")
     (src / "index.md").write_text("# Book\n\n```{toctree}\nchapters/02_tokens\nchapters/appendix_glossary\n```\n")
     (src / "chapters" / "02_tokens.md").write_text(
-        "# Tokens\n\nA `special token` in code is not linked. A special token such as <bos> marks structure.\n\n"
-        "Later special tokens are not linked again. The vocabulary is a list.\n")
+        "# Tokens\n\n```{note}\nYou will learn what the vocabulary is.\n```\n\n"
+        "A `special token` in code is not linked. A special token such as <bos> marks structure.\n\n"
+        "Later special tokens are not linked again. The **vocabulary** is a list.\n")
     (src / "chapters" / "appendix_glossary.md").write_text(
         make_glossary.render(make_glossary.load_terms(), {}))
     result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", str(src),
@@ -53,7 +54,9 @@ def test_terms_have_anchors_and_chapters_link_to_them(tmp_path):
     assert "such as &lt;bos&gt;, &lt;eos&gt;, padding" in text
     chapter = (tmp_path / "html" / "chapters" / "02_tokens.html").read_text()
     links = re.findall(r'<a class="reference internal" href="appendix_glossary.html#(term-[^"]+)"', chapter)
-    assert links.count("term-special-token") == 1 and "term-vocabulary" in links
+    assert links.count("term-special-token") == 1 and links.count("term-vocabulary") == 1
+    # the bold definition gets the link, not the note above it
+    assert re.search(r'<strong><a class="reference internal" href="appendix_glossary.html#term-vocabulary"', chapter)
     assert '<span class="pre">token</span></code> in code is not linked' in chapter     # code stays code
 
 
