@@ -54,9 +54,9 @@ def solution_lines(nb) -> set[str]:
 def assert_no_solution_code(source_nb, student_nb, cells="all"):
     secret = solution_lines(source_nb)
     for cell in student_nb.cells:
-        assert "solution" not in cell.metadata.get("tags", [])
+        assert "solution" not in [str(t).lower() for t in cell.metadata.get("tags", [])]
         if cell.cell_type == "markdown":
-            assert "{solution" not in cell.source
+            assert "{solution" not in cell.source.lower()
             continue
         assert cell.outputs == [] and cell.execution_count is None
         if cells == "stubs" and "exercise" not in cell.metadata.get("tags", []):
@@ -102,6 +102,15 @@ def test_assign_on_fixtures_and_chapters_leaves_no_solution_code(path, tmp_path)
     assert_no_solution_code(source, student, cells="all" if path.parent == FIXTURES else "stubs")
     assert sum(is_solution(c) for c in source.cells if c.cell_type == "code") == \
         sum("exercise" in c.metadata.get("tags", []) for c in student.cells)
+    # no output of any cell, and no exercise text lost: a markdown cell keeps every line before its
+    # first solution marker, and a cell without markers stays as it was
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in student.cells if c.cell_type == "code")
+    student_text = "\n".join(c.source for c in student.cells if c.cell_type == "markdown")
+    for cell in source.cells:
+        if cell.cell_type == "markdown" and not is_solution(cell):
+            before = cell.source.lower().split("{solution")[0].rsplit("\n", 1)[0] if "{solution" in cell.source.lower() \
+                else cell.source
+            assert cell.source[:len(before)] in student_text
 
 
 def test_stub_source_keeps_signatures_and_drops_bodies():
@@ -149,6 +158,51 @@ def test_student_copy_handles_markdown_solutions_and_the_exercise_id():
     assert "after" in text and "Exercise top_p" in text
     assert student.cells[-2].metadata["tags"] == ["hide-input", "exercise"]
     assert nb.cells[-2].source == "def helper(x):\n    return x * 99", "the source notebook object is not modified"
+
+
+def test_solution_markers_are_cut_exactly():
+    """Cells are split at the markers: exercise text around a solution stays, gated code is stubbed,
+    tags and directives match in any case, indented and quoted blocks go too."""
+    nb = nbformat.v4.new_notebook()
+    upper = nbformat.v4.new_code_cell("def helper(x):\n    return x * 4321")
+    upper.metadata["tags"] = ["Solution"]
+    md_upper = nbformat.v4.new_markdown_cell("secret SHOUTED answer")
+    md_upper.metadata["tags"] = ["SOLUTION"]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("Exercise 1: write f.\n\n```{solution-start} s1\n:class: dropdown\n```\nsecret gated prose"),
+        nbformat.v4.new_code_cell("def f(x):\n    return x + 9876"),
+        nbformat.v4.new_markdown_cell("secret middle\n```{solution-end}\n```\nExercise 2 comes next."),
+        nbformat.v4.new_code_cell("check('softmax', f)"),
+        nbformat.v4.new_markdown_cell("1. Why?\n\n   ```{Solution} q\n   secret indented\n   ```\n\n"
+                                      "> Note\n> ````{solution} q2\n> ```python\n> secret_quoted()\n> ```\n> ````\n"
+                                      "\n:::{solution} q3\nsecret colon\n:::\nThe end."),
+        upper, md_upper, nbformat.v4.new_code_cell("check('top_p', helper)"),
+    ]
+    student, ids = student_copy(nb)
+    text = "\n".join(c.source for c in student.cells)
+    assert ids == ["softmax", "top_p"]
+    for secret in ("secret", "9876", "4321", ":class:", "{solution"):
+        assert secret not in text, secret
+    for kept in ("Exercise 1: write f.", "Exercise 2 comes next.", "1. Why?", "> Note", "The end.",
+                 "def f(x):", "def helper(x):", 'raise NotImplementedError("Exercise softmax'):
+        assert kept in text, kept
+    assert [c.cell_type for c in student.cells] == ["markdown", "code", "markdown", "code", "markdown", "code",
+                                                    "markdown", "code"]
+
+
+@pytest.mark.parametrize("source, where", [
+    ("Q\n```{solution} a\nsecret", "cell 1, line 2"),
+    ("Q\n  > :::{solution} a\n  > secret", "cell 1, line 2"),
+    ("Q\n```{solution-start} a\n```\nsecret", "cell 1, line 2"),
+])
+def test_unclosed_solution_is_an_error(source, where, tmp_path, capsys):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(source)]
+    nbformat.write(nb, tmp_path / "bad.ipynb")
+    assert main(["assign", str(tmp_path / "bad.ipynb"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.ipynb" in err and where in err and ("never closed" in err or "no {solution-end}" in err), err
+    assert not (tmp_path / "out" / "bad.ipynb").exists()
 
 
 def test_assign_reports_bad_arguments(tmp_path, capsys):
@@ -457,8 +511,9 @@ def test_fallback_without_sandbox_warns_and_kills_what_escapes(tmp_path, capsys)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(
         "import subprocess, sys\n"
-        f"loop = 'import pathlib, time\\nfor i in range(600):\\n    pathlib.Path({str(beat)!r}).write_text(str(i))\\n    time.sleep(0.1)'\n"
+        f"loop = {f'import pathlib, time{chr(10)}for i in range(600):{chr(10)}    pathlib.Path({str(beat)!r}).write_text(str(i)); time.sleep(0.1)'!r}\n"
         f"subprocess.Popen([sys.executable, '-c', loop, {marker!r}], start_new_session=True)\n"
+        f"import os, time\nfor _ in range(300):\n    if os.path.exists({str(beat)!r}):\n        break\n    time.sleep(0.1)\n"
         "from llmlab.exercises import check\n\ndef softmax(x, dim=-1):\n    return x.softmax(dim)\n\ncheck('softmax', softmax)")]
     (tmp_path / "subs").mkdir()
     nbformat.write(nb, tmp_path / "subs" / "eve.ipynb")
@@ -466,12 +521,13 @@ def test_fallback_without_sandbox_warns_and_kills_what_escapes(tmp_path, capsys)
                  "--timeout", "60", "--no-sandbox"]) == 0
     captured = capsys.readouterr()
     assert "NOT sandboxed" in captured.err and "NOT contained" in captured.err
-    assert json.loads((tmp_path / "out" / "grades.json").read_text())[0]["status"] == "pass"
+    row = json.loads((tmp_path / "out" / "grades.json").read_text())[0]
+    assert row["status"] == "pass", row
     assert not running_with(marker), "the escaped child survived the grader"
-    if beat.exists():
-        last = beat.read_text()
-        time.sleep(0.5)
-        assert beat.read_text() == last
+    assert beat.exists(), "the child never ran: the test would prove nothing"
+    last = beat.read_text()
+    time.sleep(0.5)
+    assert beat.read_text() == last
 
 
 def test_remote_answers_keep_every_exercise_verdict(monkeypatch):

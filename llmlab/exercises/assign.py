@@ -6,7 +6,11 @@ A code cell tagged "solution" holds the instructor's solution. In the student co
 - top-level imports stay (the signatures may need them); any other solution code is replaced by a
   comment line;
 - check cells (`check("<id>", fn)`) stay as they are;
-- markdown cells tagged "solution" and sphinx-exercise `{solution}` blocks are removed;
+- markdown cells tagged "solution" and sphinx-exercise `{solution}` blocks are removed, also when
+  indented or `>`-quoted; a gated solution (`{solution-start}` ... `{solution-end}`) is cut out at
+  its markers, across cells: text before and after it in the same cell stays, code cells inside it
+  are stubbed like solution cells. Tags and directive names match in any case ("Solution");
+  a block that is never closed is an error;
 - all outputs and execution counts are cleared; the exercise ids go into the notebook metadata
   (metadata.llmlab.exercises), where `llmlab grade` finds them.
 
@@ -33,9 +37,9 @@ import nbformat
 SOLUTION_TAG = "solution"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*(['"])([A-Za-z0-9_\-]+)\1""")
 STUB = 'raise NotImplementedError("Exercise {id}: write your solution here")'
-# sphinx-exercise solution blocks in markdown: ```{solution} label ... ``` (or ::: fences)
-SOLUTION_BLOCK = re.compile(r"^(?P<fence>`{3,}|:{3,})\{solution\}.*?^(?P=fence)[ \t]*$\n?", re.M | re.S)
-GATED_START, GATED_END = "{solution-start}", "{solution-end}"
+# The opening line of a sphinx-exercise directive in markdown: ```{solution} label, :::{solution-start},
+# after any indentation or `>` quote marks (group 1), in any case.
+DIRECTIVE = re.compile(r"^([ \t>]*)(`{3,}|:{3,})[ \t]*\{(solution|solution-start|solution-end)\}", re.I)
 REMOVED_NOTE = "*(The solution is not part of this copy.)*"
 
 
@@ -54,7 +58,12 @@ def declared_exercises(nb) -> list[str]:
 
 
 def is_solution(cell) -> bool:
-    return SOLUTION_TAG in cell.get("metadata", {}).get("tags", [])
+    tags = cell.get("metadata", {}).get("tags", [])
+    return any(isinstance(t, str) and t.strip().lower() == SOLUTION_TAG for t in tags)
+
+
+class UnclosedSolution(ValueError):
+    """A {solution} or {solution-start} block without its end."""
 
 
 # ---------------------------------------------------------------------------------------------- code
@@ -172,28 +181,93 @@ def student_copy(nb) -> tuple[nbformat.NotebookNode, list[str]]:
     nb = copy.deepcopy(nb)
     exercises = declared_exercises(nb)
     cells = []
-    in_gated_solution = False
+    gated = None  # (cell number, line) where an open {solution-start} began
     for index, cell in enumerate(nb.cells):
         tags = list(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
-            if is_solution(cell):
+            if is_solution(cell) or gated:
                 cell.source = stub_source(cell.source, _exercise_for(nb.cells, index))
-                cell.metadata["tags"] = [t for t in tags if t != SOLUTION_TAG] + ["exercise"]
+                cell.metadata["tags"] = [t for t in tags if str(t).strip().lower() != SOLUTION_TAG] + ["exercise"]
         elif cell.cell_type == "markdown":
-            if in_gated_solution or GATED_START in cell.source:
-                in_gated_solution = GATED_END not in cell.source
-                continue  # gated solutions span cells: drop them all
-            if is_solution(cell):
+            if is_solution(cell) and not gated:
                 cell.source = REMOVED_NOTE
-                cell.metadata["tags"] = [t for t in tags if t != SOLUTION_TAG]
-            elif "{solution}" in cell.source:
-                cell.source = SOLUTION_BLOCK.sub(REMOVED_NOTE + "\n", cell.source)
+                cell.metadata["tags"] = [t for t in tags if str(t).strip().lower() != SOLUTION_TAG]
+            else:
+                cell.source, gated = strip_solutions(cell.source, gated, index)
+                if not cell.source.strip():
+                    continue  # the whole cell was part of a gated solution
+                cell.metadata["tags"] = [t for t in tags if str(t).strip().lower() != SOLUTION_TAG]
+        elif gated:  # raw cells inside a gated solution
+            continue
         cells.append(cell)
+    if gated:
+        raise UnclosedSolution(f"cell {gated[0] + 1}, line {gated[1]}: a {{solution-start}} block has no "
+                               "{solution-end} after it. Close it with ```{solution-end}``` (a fence line of its own).")
     nb.cells = cells
     nb.metadata["llmlab"] = {"exercises": exercises}
     return nb, exercises
+
+
+def strip_solutions(source: str, gated=None, index: int = 0) -> tuple[str, tuple | None]:
+    """Cut {solution} blocks and gated solutions out of one markdown cell's text.
+
+    `gated` is None, or where a {solution-start} still open from an earlier cell began; returns the
+    text left and the same for the next cell. The removed part becomes REMOVED_NOTE.
+
+    >>> strip_solutions("Q?\\n```{solution} a\\nsecret\\n```\\nafter")[0]
+    'Q?\\n*(The solution is not part of this copy.)*\\nafter'
+    """
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    noted = False
+
+    def note():
+        nonlocal noted
+        if not noted:
+            out.append(REMOVED_NOTE + "\n")
+            noted = True
+
+    while i < len(lines):
+        m = DIRECTIVE.match(lines[i])
+        if gated:
+            if m and m.group(3).lower() == "solution-end":
+                i = _block_end(lines, i, m, index) + 1
+                gated = None
+                noted = False
+            else:
+                i += 1
+            continue
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        kind = m.group(3).lower()
+        if kind == "solution":
+            i = _block_end(lines, i, m, index) + 1
+            note()
+            noted = False
+        elif kind == "solution-start":
+            gated = (index, i + 1)
+            i = _block_end(lines, i, m, index) + 1
+            note()
+        else:  # a {solution-end} with no start: drop the marker itself
+            i = _block_end(lines, i, m, index) + 1
+    text = "".join(out)
+    return (text.rstrip("\n") if not source.endswith("\n") else text), gated
+
+
+def _block_end(lines: list[str], start: int, m, index: int) -> int:
+    """The line index of the fence that closes the directive opened at lines[start]."""
+    fence = m.group(2)
+    closing = re.compile(r"^[ \t>]*" + re.escape(fence[0]) + "{" + str(len(fence)) + r",}[ \t]*$")
+    for j in range(start + 1, len(lines)):
+        if closing.match(lines[j].rstrip("\r\n")):
+            return j
+    raise UnclosedSolution(f"cell {index + 1}, line {start + 1}: the {{{m.group(3)}}} block opened with "
+                           f"{fence!r} is never closed. End it with a line {fence!r}.")
 
 
 def _exercise_for(cells, index: int) -> str:
@@ -237,7 +311,10 @@ def assign(sources, out_dir, verbose: bool = True) -> list[tuple[Path, list[str]
         if target.resolve() == src.resolve():
             raise ValueError(f"--out would overwrite the source {src}; choose another folder for the student copies.")
         nb = nbformat.read(src, as_version=4)
-        student, exercises = student_copy(nb)
+        try:
+            student, exercises = student_copy(nb)
+        except UnclosedSolution as e:
+            raise UnclosedSolution(f"{src}: {e}") from None
         nbformat.validate(student)
         nbformat.write(student, target)
         written.append((target, exercises))
