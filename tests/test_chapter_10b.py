@@ -1,0 +1,113 @@
+"""Chapter 10b (how the weights are stored): the exercise checks accept a right answer and name the
+wrong ones, the hand-written block decoders agree with the gguf package, and the byte counts hold."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from llmlab.exercises import check
+from llmlab.exercises.checks_quant import dequantize_q4_1_reference, q4_1_block
+from llmlab.exercises.core import generator
+
+
+# ----------------------------------------------------------------------------- dequantize_q4_1
+
+def q4_1_right(block):
+    d, m = struct.unpack("<ee", block[:4])
+    qs = torch.tensor(list(block[4:20]))
+    return torch.cat([qs & 0x0F, qs >> 4]).float() * d + m
+
+
+def q4_1_interleaved(block):
+    d, m = struct.unpack("<ee", block[:4])
+    qs = torch.tensor(list(block[4:20]))
+    return torch.stack([qs & 0x0F, qs >> 4], dim=1).reshape(32).float() * d + m
+
+
+def q4_1_no_min(block):
+    d, m = struct.unpack("<ee", block[:4])
+    qs = torch.tensor(list(block[4:20]))
+    return torch.cat([qs & 0x0F, qs >> 4]).float() * d
+
+
+def q4_1_high_first(block):
+    d, m = struct.unpack("<ee", block[:4])
+    qs = torch.tensor(list(block[4:20]))
+    return torch.cat([qs >> 4, qs & 0x0F]).float() * d + m
+
+
+def q4_1_swapped(block):
+    m, d = struct.unpack("<ee", block[:4])
+    qs = torch.tensor(list(block[4:20]))
+    return torch.cat([qs & 0x0F, qs >> 4]).float() * d + m
+
+
+def test_q4_1_right_answer_passes():
+    result = check("dequantize_q4_1", q4_1_right, quiet=True)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (q4_1_interleaved, "interleaved"), (q4_1_no_min, "forgot the minimum"),
+    (q4_1_high_first, "high nibbles first"), (q4_1_swapped, "swapped"),
+])
+def test_q4_1_wrong_answers_are_named(wrong, words):
+    result = check("dequantize_q4_1", wrong, quiet=True)
+    assert not result.passed
+    assert words in result.message, result.message
+
+
+def test_q4_1_reference_matches_the_gguf_package():
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    g = generator(5)
+    raw = b"".join(q4_1_block(g) for _ in range(4))
+    ours = torch.cat([dequantize_q4_1_reference(raw[i:i + 20]) for i in range(0, 80, 20)])
+    theirs = dequantize(np.frombuffer(raw, dtype=np.uint8), GGMLQuantizationType.Q4_1).reshape(-1)
+    np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- quantize_int8_rows
+
+def int8_right(w):
+    scale = w.abs().amax(dim=1) / 127
+    return torch.round(w / scale[:, None]).to(torch.int8), scale
+
+
+def int8_truncate(w):
+    scale = w.abs().amax(dim=1) / 127
+    return (w / scale[:, None]).to(torch.int8), scale
+
+
+def int8_per_tensor(w):
+    scale = (w.abs().max() / 127).expand(w.shape[0])
+    return torch.round(w / scale[:, None]).to(torch.int8), scale
+
+
+def int8_single_scale(w):
+    scale = w.abs().max() / 127
+    return torch.round(w / scale).to(torch.int8), scale
+
+
+def int8_by_128(w):
+    scale = w.abs().amax(dim=1) / 128
+    return torch.round(w / scale[:, None]).clamp(-128, 127).to(torch.int8), scale
+
+
+def test_int8_right_answer_passes():
+    result = check("quantize_int8_rows", int8_right, quiet=True)
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (int8_truncate, "rounding vs truncation"), (int8_per_tensor, "per-tensor instead of per-row"),
+    (int8_single_scale, "per-tensor instead of per-row"), (int8_by_128, "127"),
+])
+def test_int8_wrong_answers_are_named(wrong, words):
+    result = check("quantize_int8_rows", wrong, quiet=True)
+    assert not result.passed
+    assert words in result.message, result.message
