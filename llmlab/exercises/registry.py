@@ -8,7 +8,7 @@ from typing import Callable
 
 from llmlab.exercises import (checks_attention as attn, checks_blocks as blocks, checks_generation as gen,
                               checks_inspection as lens, checks_positions as pos, checks_tokens as tok,
-                              checks_training as train)
+                              checks_quant as quant, checks_training as train)
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,8 @@ EXERCISES = [
     Exercise("top_p", 9, "Top-p (nucleus) filtering", "top_p(logits, p)", gen.check_top_p),
     Exercise("kv_decode_step", 10, "One decode step with a KV cache", "kv_decode_step(q, k_new, v_new, k_cache, v_cache)", gen.check_kv_decode_step),
     Exercise("kv_cache_bytes", 10, "How big is the KV cache?", "kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2)", gen.check_kv_cache_bytes),
+    Exercise("dequantize_q4_1", 10, "Decode one GGUF Q4_1 block from its 20 bytes (ch. 10b)", "dequantize_q4_1(block)", quant.check_dequantize_q4_1),
+    Exercise("quantize_int8_rows", 10, "int8 with one scale per row (ch. 10b)", "quantize_int8_rows(w)", quant.check_quantize_int8_rows),
     Exercise("online_softmax", 11, "Online softmax, block by block", "online_softmax(x, block_size)", attn.check_online_softmax),
     Exercise("sliding_window_mask", 11, "The sliding-window mask", "sliding_window_mask(T, window)", attn.check_sliding_window_mask),
     Exercise("cross_entropy_shifted", 12, "The next-token loss", "cross_entropy_shifted(logits, ids)", train.check_cross_entropy_shifted),
