@@ -49,11 +49,11 @@ figures: env
 glossary: env
 	$(PY) scripts/make_glossary.py
 
-# Headless Chromium for the browser tests (Debian's package).
+# Headless Chromium for the browser tests, bubblewrap for the grading sandbox (Debian's packages).
 browser:
-	@command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk; \
-	  else echo "The browser tests need Chromium: sudo apt-get install chromium fonts-noto-cjk" >&2; exit 1; fi; }
+	@{ command -v chromium && command -v bwrap; } >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk bubblewrap; \
+	  else echo "The browser and grading tests need Chromium and bubblewrap: sudo apt-get install chromium fonts-noto-cjk bubblewrap" >&2; exit 1; fi; }
 
 benchmarks: env models
 	$(PY) benchmarks/decode_benchmark.py
