@@ -8,6 +8,7 @@ import copy
 import csv
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -326,7 +327,7 @@ def make_submissions(folder: Path, assigned: Path, paths: dict) -> None:
     # sabotage and escape: writes from the kernel and from a child in a new session that tries for a minute
     targets = {"write": [str(paths["out"] / "grades.csv"), str(paths["out"] / "grades.json"), str(folder / "alice.ipynb"),
                          str(paths["home_marker"])],
-               "delete": [str(assigned), str(LESSON)]}
+               "delete": [str(assigned), str(paths["source"])]}
     attack = ("import json, pathlib, time\nT = json.loads(%r)\n"
               "for _ in range(%d):\n    for p in T['write']:\n        try:\n"
               "            pathlib.Path(p).write_text('student,exercise,status,message\\nh_sabotage,softmax,pass,owned\\n')\n"
@@ -376,7 +377,10 @@ def graded(tmp_path_factory):
     listener.bind(("127.0.0.1", 0))
     listener.listen(5)
     listener.setblocking(False)
-    paths = {"out": tmp / "report", "secret": secret, "home_marker": Path.home() / "llmlab-grade-test-marker",
+    (tmp / "instructor").mkdir()
+    shutil.copy(LESSON, tmp / "instructor" / LESSON.name)   # the instructor's source with solutions
+    paths = {"out": tmp / "report", "secret": secret, "source": tmp / "instructor" / LESSON.name,
+             "home_marker": Path.home() / "llmlab-grade-test-marker",
              "marker": f"llmlab-escape-{os.getpid()}", "port": listener.getsockname()[1]}
     submissions = tmp / "submissions"
     make_submissions(submissions, assigned_dir / LESSON.name, paths)
@@ -440,7 +444,7 @@ class TestHonestClass:
 
     def test_submissions_are_only_read_and_the_sheet_is_checksummed(self, graded):
         assert graded["after"] == graded["before"], "grade must never write into the submissions"
-        assert graded["assigned"].exists() and LESSON.exists()
+        assert graded["assigned"].exists() and graded["paths"]["source"].exists()
         for name in ("grades.csv", "grades.json"):
             data = (graded["paths"]["out"] / name).read_bytes()
             assert f"sha256 {hashlib.sha256(data).hexdigest()}" in graded["printed"]
@@ -486,7 +490,7 @@ class TestHostileSubmissions:
 
     def test_sabotage_changes_nothing_and_sees_nothing(self, graded):
         assert graded["after"] == graded["before"]
-        assert graded["assigned"].exists() and LESSON.exists(), "the instructor's sources must survive"
+        assert graded["assigned"].exists() and graded["paths"]["source"].exists(), "the instructor's sources must survive"
         assert not graded["home_written"], "the real home folder was written"
         assert not graded["connected"], "a submission reached the network"
         assert not graded["survivors"], "a process started by a submission outlived the grader"
