@@ -584,7 +584,7 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
             rows += student_rows
             if verbose:
                 passed = sum(r["status"] == "pass" for r in student_rows)
-                state = info["status"] if info else "not run"
+                state = info["status"] if info else "not run: " + sub.problem.split(" (")[0].split(":")[0]
                 seconds = f", {info['seconds']:.1f} s" if info else ""
                 print(f"{passed}/{len(student_rows)} passed ({state}{seconds})")
     finally:
