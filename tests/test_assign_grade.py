@@ -463,6 +463,10 @@ class TestHostileSubmissions:
     HOSTILE = ["h_redefine_check", "h_report_and_status", "h_custom_eq", "h_timer_off", "h_hidden_inputs",
                "h_sabotage", "mallory"]
 
+    def test_the_notebooks_ran_in_the_sandbox(self, graded):
+        assert bwrap_works(), "bubblewrap is missing or cannot make namespaces here (make browser installs it)"
+        assert "runs in a bubblewrap sandbox" in graded["printed"] and "WARNING" not in graded["warned"]
+
     def test_no_hostile_submission_passes_anything(self, graded):
         for student in self.HOSTILE:
             for ex in EXERCISES:
