@@ -606,3 +606,18 @@ def test_lens_view_shows_byte_fragments_from_the_tokenizer():
                       top_tokens=[[["\ufffd", "\ufffd", " Paris"]]])
     assert LensView.from_lens(lens).data["top_tokens"] == [[["\ufffd", "\ufffd", "\u2423Paris"]]]
     assert LensView.from_lens(lens, tokenizer=tok).data["top_tokens"] == [[["<e6><88>", "<e6><9e>", "\u2423Paris"]]]
+
+
+def test_tokens_are_reachable_with_the_keyboard(tmp_path):
+    view = TokensView({"toy": [("a", 1), (" b", 2), ("c", 3)]})
+    out = run_in_page(view.save(tmp_path / "tokens.html"), PAGE_HELPERS + """
+      var toks = qa('.llmlab-tok'), root = q('.llmlab-token-row .llmlab-tokens');
+      out.roles = [root.getAttribute('role'), toks[0].getAttribute('role'), toks[0].getAttribute('tabindex')];
+      toks[0].focus(); key(toks[0], 'ArrowRight'); key(toks[1], 'ArrowRight');
+      out.moved = readout(); out.focused = document.activeElement.getAttribute('aria-label');
+      key(toks[2], 'Enter'); fire(toks[0], 'mouseover');
+      out.pinned = readout();
+    """)
+    assert out["roles"] == ["listbox", "option", "0"]
+    assert out["moved"] == 'toy · token 2 · id 3 · "c"' and out["focused"] == out["moved"]
+    assert out["pinned"] == 'toy · token 2 · id 3 · "c" [pinned]'
