@@ -600,8 +600,12 @@ WRONG = [
 # The build-it exercises of chapters 5 and 8 (a GQA layer, a whole Llama block) keep their solutions apart.
 from solutions_05_09 import RIGHT as RIGHT_05_09, WRONG as WRONG_05_09  # noqa: E402
 
+from solutions_00_04 import RIGHT as RIGHT_00_04, WRONG as WRONG_00_04  # noqa: E402
+
 RIGHT.update(RIGHT_05_09)
 WRONG += WRONG_05_09
+RIGHT.update(RIGHT_00_04)
+WRONG += WRONG_00_04
 
 
 def test_registry_is_complete_and_spread_over_the_chapters():

@@ -1,4 +1,4 @@
-"""Checks for the text-to-vectors exercises: BPE pair counts and merges (ch. 2), the embedding
+"""Checks for the text-to-vectors exercises: BPE pair counts, merges and encoding (ch. 2), the embedding
 lookup as a one-hot product and cosine similarity (ch. 3)."""
 from __future__ import annotations
 
@@ -127,3 +127,115 @@ def check_cosine_similarity(fn: Learner) -> str:
              "matrix: a_unit @ b_unit.T.", F.cosine_similarity(a, b, dim=-1) if N == M else None),
         ])
     return "the (N, M) cosine-similarity matrix on 3 hidden cases."
+
+
+def _encode_by_priority(ids, merges):
+    from llmlab.tokenization.bpe import apply_merges
+
+    return apply_merges(list(ids), lambda pair: (merges[pair], merges[pair]) if pair in merges else None)
+
+
+def _encode_leftmost_first(ids, merges):
+    ids = list(ids)
+    while True:
+        spot = next((i for i in range(len(ids) - 1) if (ids[i], ids[i + 1]) in merges), None)
+        if spot is None:
+            return ids
+        ids = ids[:spot] + [merges[(ids[spot], ids[spot + 1])]] + ids[spot + 2:]
+
+
+def _encode_latest_first(ids, merges):
+    ids = list(ids)
+    while True:
+        present = [p for p in zip(ids, ids[1:]) if p in merges]
+        if not present:
+            return ids
+        pair = max(present, key=merges.get)
+        ids = _merge_all(ids, pair, merges[pair])
+
+
+def _encode_one_round(ids, merges):
+    present = [p for p in zip(ids, ids[1:]) if p in merges]
+    if not present:
+        return list(ids)
+    pair = min(present, key=merges.get)
+    return _merge_all(list(ids), pair, merges[pair])
+
+
+def _encode_single_pass(ids, merges):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) in merges:
+            out.append(merges[(ids[i], ids[i + 1])])
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _merge_all(ids, pair, new_id):
+    out, i = [], 0
+    while i < len(ids):
+        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _trained_case(text: str, n_merges: int):
+    """A realistic case: merges learned from `text` by llmlab's trainer, and a chunk to encode."""
+    from llmlab.tokenization import train_bpe
+
+    trained = train_bpe(text, vocab_size=256 + n_merges, pattern="gpt4")
+    merges = {step.pair: step.new_id for step in trained.merge_history}
+    return merges
+
+
+def check_bpe_encode(fn: Learner) -> str:
+    """bpe_encode(ids, merges) -> the ids after applying the learned merges, earliest merge first:
+    merges maps a pair to its new id, and a smaller new id was learned earlier (has priority).
+    Repeat: among the adjacent pairs that have a merge, take the one learned earliest and merge every
+    occurrence; stop when no adjacent pair has a merge.
+    ([1, 2, 3, 1, 2], {(1, 2): 4, (4, 3): 5}) -> [5, 4]."""
+    g = generator(61)
+    words = ["lower", "newest", "tower", "flower", "lowest", "power"]
+    text = " ".join(words[int(i)] for i in torch.randint(0, len(words), (60,), generator=g))
+    learned = _trained_case(text, 12)
+    cases = [
+        ([1, 2, 3], {(1, 2): 10, (2, 3): 11}),             # earliest first, not latest
+        ([1, 2, 3, 4], {(1, 2): 10, (3, 4): 11, (10, 11): 12}),   # merges of merges: keep going
+        ([1, 2, 3], {(2, 3): 10, (1, 2): 11}),             # the right pair is learned first: priority
+        ([1, 2, 3, 1, 2], {(1, 2): 4, (4, 3): 5}),
+        ([1, 2, 1, 2], {(1, 2): 10, (10, 10): 11}),        # a merge of merges needs a second round
+        ([7, 7, 7, 7, 7], {(7, 7): 8, (8, 8): 9}),
+        ([5], {(5, 5): 6}),
+        ([], {(1, 2): 3}),
+        ([1, 3, 2], {(1, 2): 4}),                          # nothing to merge
+    ]
+    for word in ["lowest", "flower", "towers", "newer"]:
+        cases.append((list((" " + word).encode("utf-8")), learned))
+    for ids, merges in cases:
+        original, merges_before = list(ids), dict(merges)
+        got = fn(ids, merges, names=("ids", "merges"))
+        expected = _encode_by_priority(ids, merges)
+        expect_equal(fn, got, expected, mistakes=[
+            ("you merged the LEFTMOST pair that has a merge first. BPE applies the merge learned EARLIEST (the "
+             "smallest new id) first, wherever it is in the sequence: in [1, 2, 3] with {(2, 3): 10, (1, 2): 11} "
+             "the pair (2, 3) wins, giving [1, 10].", _encode_leftmost_first(ids, merges)),
+            ("you applied the merge learned LATEST (the largest new id) first; priority goes to the earliest "
+             "merge, the smallest new id: min(pairs, key=merges.get).", _encode_latest_first(ids, merges)),
+            ("you stopped after one round of merging. A merge creates new pairs (in [1, 2, 1, 2], merging (1, 2) "
+             "gives [10, 10], and (10, 10) has a merge too): repeat until no adjacent pair has a merge.",
+             _encode_one_round(ids, merges)),
+            ("you made a single pass over the sequence. A merge creates new pairs that may have merges of their "
+             "own, so repeat: pick the earliest-learned pair present, merge it everywhere, and look again until "
+             "no adjacent pair has a merge.", _encode_single_pass(ids, merges)),
+        ])
+        if ids != original or merges != merges_before:
+            raise Mistake(f"{fn.last_call} changed its input; build and return a new list instead.")
+    return (f"applies the merges earliest-learned first, repeatedly, on {len(cases)} hidden cases, among them "
+            "words encoded with merges learned by llmlab's trainer.")

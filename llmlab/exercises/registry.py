@@ -24,6 +24,7 @@ EXERCISES = [
     Exercise("greedy_next_token", 1, "Read the next token off the last position", "greedy_next_token(logits)", gen.check_greedy_next_token),
     Exercise("bpe_pair_counts", 2, "Count adjacent token pairs", "bpe_pair_counts(ids)", tok.check_bpe_pair_counts),
     Exercise("bpe_merge", 2, "Apply one BPE merge", "bpe_merge(ids, pair, new_id)", tok.check_bpe_merge),
+    Exercise("bpe_encode", 2, "Encode with learned merges, earliest merge first", "bpe_encode(ids, merges)", tok.check_bpe_encode),
     Exercise("one_hot_embedding", 3, "Embedding lookup as one-hot times a matrix", "one_hot_embedding(ids, table)", tok.check_one_hot_embedding),
     Exercise("cosine_similarity", 3, "All-pairs cosine similarity", "cosine_similarity(a, b)", tok.check_cosine_similarity),
     Exercise("sinusoidal", 4, "The sinusoidal position table", "sinusoidal(T, d)", pos.check_sinusoidal),
