@@ -18,7 +18,7 @@ import torch
 
 from llmlab.visualization.display import show_token, show_token_ids
 from llmlab.visualization.html import (
-    View, css_blue, css_diverging, escape, pack_unit_floats, text_colour, to_list, visible,
+    View, css_blue, css_diverging, escape, pack_unit_floats, text_colour, to_list,
 )
 
 

@@ -13,10 +13,8 @@ name -> a name for llmlab.load (loaded the first time it is picked).
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from llmlab.sampling import filtered_probs  # noqa: F401  (the views' probabilities; re-exported)
 from llmlab.visualization.html import read_asset
 from llmlab.visualization.views import AttentionView, LensView, SamplingView, TokensView
 
