@@ -1,0 +1,245 @@
+"""Weight-only quantization: the model's matrices stored in 8 or 4 bits, its activations in float.
+
+Decoding one token reads every weight once and does one multiply-add with it (chapter 10), so its
+speed is set by bytes read, not by arithmetic. Fewer bytes per weight, more tokens per second, as
+long as the kernel that multiplies by the small integers is as good at streaming as the float one.
+
+- ``int8``: per output row (channel), w ~ q * s with q in [-127, 127] and s = max|w_row| / 127.
+  One byte per weight plus one scale per row.
+- ``int4``: per group of 32 weights along the input, w ~ (q - 8) * s + z with q in [0, 15],
+  s = (max - min) / 15 and z = min + 8 s: the Q4_1-style asymmetric layout. Half a byte per
+  weight plus two numbers per 32 weights. A group that already lies on a 16-level grid (weights
+  read from a 4-bit GGUF file do) keeps that grid, so it is stored exactly.
+
+>>> w = torch.tensor([[0.5, -1.0, 0.25, 0.0]])
+>>> q, s = quantize_int8(w)
+>>> q.tolist(), round(s.item(), 6)
+([[64, -127, 32, 0]], 0.007874)
+>>> (dequantize_int8(q, s) - w).abs().max().item() < s.item() / 2 + 1e-7
+True
+
+``quantize_model(model, "int8")`` replaces every ``nn.Linear`` (the LM head included; a tied head
+gets its own quantized copy, the embedding lookup keeps its float table) by a module that holds the
+integers. Which matrix product runs is decided once per device and dtype by timing the candidates
+on a layer of the model's own size: a fused int8/int4 kernel where torch has one for the device, or
+"dequantize, then multiply" (always available, always exact to the stored integers).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+GROUP = 32     # int4 group size along the input dimension (GGUF's Q4_0/Q4_1 blocks are 32 weights too)
+DTYPES = ("int8", "int4")
+
+
+# ----------------------------------------------------------------------------- the arithmetic
+
+def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row symmetric int8: w (out, in) -> q int8 (out, in), s (out,) with w ~ q * s[:, None]."""
+    w = w.detach().float()
+    s = w.abs().amax(dim=1).clamp(min=1e-12) / 127                        # (out,)
+    q = torch.round(w / s[:, None]).clamp(-127, 127).to(torch.int8)       # (out, in)
+    return q, s
+
+
+def dequantize_int8(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return q.float() * s[:, None]                                          # (out, in)
+
+
+def quantize_int4(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Groupwise asymmetric int4: w (out, in) -> q (out, in) in 0..15, s and z (out, in // group)."""
+    out_features, in_features = w.shape
+    if in_features % group:
+        raise ValueError(f"int4 needs the input size to be a multiple of {group}; this matrix is {tuple(w.shape)}. "
+                         f"Quantize it to int8 instead.")
+    g = w.detach().float().reshape(out_features, in_features // group, group)   # (out, n_groups, group)
+    lo, hi = g.amin(dim=-1), g.amax(dim=-1)                                       # (out, n_groups)
+    s = (hi - lo).clamp(min=1e-12) / 15
+    # Weights that came from a 4-bit file already sit on a 16-level grid per block of 32 (Q4_0, Q4_1,
+    # Q4_K); its step is the smallest gap between distinct values. Where the whole group lies on that
+    # grid and fits in 16 levels, use it: re-quantizing such a block is then exact, not a second rounding.
+    ordered = g.sort(dim=-1).values
+    gaps = ordered[..., 1:] - ordered[..., :-1]
+    tiny = (hi - lo)[..., None] * 1e-4
+    step = torch.where(gaps > tiny, gaps, torch.full_like(gaps, float("inf"))).amin(dim=-1)  # (out, n_groups)
+    levels = (g - lo[..., None]) / step[..., None]
+    on_grid = torch.isfinite(step) & ((levels - levels.round()).abs().amax(dim=-1) < 1e-3) & \
+        (levels.round().amax(dim=-1) <= 15)
+    s = torch.where(on_grid, step, s)
+    q = torch.round((g - lo[..., None]) / s[..., None]).clamp(0, 15)
+    z = lo + 8 * s                                  # so that w ~ (q - 8) * s + z, the kernel's convention
+    return q.reshape(out_features, in_features).to(torch.uint8), s, z
+
+
+def dequantize_int4(q: torch.Tensor, s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    out_features, n_groups = s.shape
+    g = q.float().reshape(out_features, n_groups, -1)                  # (out, n_groups, group)
+    return ((g - 8) * s[..., None] + z[..., None]).reshape(out_features, -1)
+
+
+# ----------------------------------------------------------------------------- the modules
+
+class Int8Linear(nn.Module):
+    """A Linear layer whose weight is stored as int8 with one scale per output row."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        q, s = quantize_int8(linear.weight)
+        device = linear.weight.device
+        self.register_buffer("q", q.to(device))
+        self.register_buffer("scale", s.to(device))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
+        self.kernel = "dequantize"                  # set by quantize_model after timing the candidates
+
+    def dequantized(self, dtype=torch.float32) -> torch.Tensor:
+        return dequantize_int8(self.q, self.scale).to(dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel == "int8pack":
+            y = torch._weight_int8pack_mm(x.reshape(-1, self.in_features), self.q,
+                                          self.scale.to(x.dtype)).reshape(*x.shape[:-1], self.out_features)
+        else:
+            y = F.linear(x, self.q.to(x.dtype) * self.scale[:, None].to(x.dtype))
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, int8 per-row, kernel={self.kernel}"
+
+
+class Int4Linear(nn.Module):
+    """A Linear layer whose weight is stored in 4 bits, groups of 32 along the input."""
+
+    def __init__(self, linear: nn.Linear, group: int = GROUP):
+        super().__init__()
+        self.in_features, self.out_features, self.group = linear.in_features, linear.out_features, group
+        q, s, z = quantize_int4(linear.weight, group)
+        device = linear.weight.device
+        self.register_buffer("q", q.to(device))                          # (out, in) uint8, values 0..15
+        self.register_buffer("scale", s.to(device))                      # (out, n_groups)
+        self.register_buffer("zero", z.to(device))
+        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
+        self.kernel = "dequantize"
+        self.packed = None                                                # the fused kernel's own layout
+
+    def dequantized(self, dtype=torch.float32) -> torch.Tensor:
+        return dequantize_int4(self.q, self.scale, self.zero).to(dtype)
+
+    def use_packed_kernel(self) -> None:
+        """Pack the integers two per byte in the layout of torch's CPU int4 kernel (then drop the unpacked copy)."""
+        self.packed = torch._convert_weight_to_int4pack_for_cpu(self.q.to(torch.int32), 1)   # (out, in / 2)
+        self.scale_zero = torch.stack([self.scale.t(), self.zero.t()], dim=-1).contiguous()  # (n_groups, out, 2)
+        self.kernel = "int4pack"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.kernel == "int4pack":
+            y = torch._weight_int4pack_mm_for_cpu(x.reshape(-1, self.in_features), self.packed, self.group,
+                                                  self.scale_zero.to(x.dtype)).reshape(*x.shape[:-1], self.out_features)
+        else:
+            y = F.linear(x, self.dequantized(x.dtype))
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def stored_bytes(self) -> int:
+        """Bytes of the weight as a 4-bit format stores it: half a byte a weight, two fp16 numbers a group."""
+        return self.q.numel() // 2 + self.scale.numel() * 2 * 2
+
+    def extra_repr(self) -> str:
+        return f"in={self.in_features}, out={self.out_features}, int4 groups of {self.group}, kernel={self.kernel}"
+
+
+# ----------------------------------------------------------------------------- choosing a kernel
+
+def _candidates(kind: str, device: torch.device) -> list[str]:
+    names = ["dequantize"]
+    if kind == "int8" and hasattr(torch, "_weight_int8pack_mm") and device.type in ("cpu", "cuda", "mps"):
+        names.append("int8pack")
+    if kind == "int4" and device.type == "cpu" and hasattr(torch, "_weight_int4pack_mm_for_cpu"):
+        names.append("int4pack")
+    return names
+
+
+def _time_kernel(layer: nn.Module, kernel: str, x: torch.Tensor, repeats: int = 20) -> float:
+    if kernel == "int4pack":
+        layer.use_packed_kernel()
+    layer.kernel = kernel
+    sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
+    with torch.no_grad():
+        reference = F.linear(x, layer.dequantized(x.dtype))
+        if not torch.allclose(layer(x), reference, rtol=1e-2, atol=1e-2 * reference.abs().max().item()):
+            return float("inf")                      # a kernel that disagrees with the stored integers is never used
+        for _ in range(3):
+            layer(x)
+        times = []
+        for _ in range(repeats):
+            sync()
+            start = time.perf_counter()
+            layer(x)
+            sync()
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def pick_kernel(kind: str, in_features: int, out_features: int, device, dtype=torch.float32) -> tuple[str, dict]:
+    """Time every available kernel for one token through a layer of this size; return the fastest and the times."""
+    linear = nn.Linear(in_features, out_features, bias=False).to(device)
+    x = torch.randn(1, in_features, device=device, dtype=dtype)
+    times = {}
+    for kernel in _candidates(kind, torch.device(device)):
+        layer = (Int8Linear if kind == "int8" else Int4Linear)(linear)
+        try:
+            times[kernel] = _time_kernel(layer, kernel, x)
+        except (RuntimeError, NotImplementedError):  # no such kernel for this device/dtype in this torch
+            times[kernel] = float("inf")
+    return min(times, key=times.get), times
+
+
+# ----------------------------------------------------------------------------- the model
+
+def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep: tuple = ()) -> nn.Module:
+    """Replace every nn.Linear of `model` by its int8 or int4 version, in place; returns the model.
+
+    kernel=None times the candidates once (see pick_kernel) and keeps the fastest; "dequantize",
+    "int8pack" or "int4pack" force one. The model's other parameters (embeddings, norms) stay as
+    they are, and so do the Linear layers named in `keep` (e.g. keep=("lm_head",)).
+    model.quantization records what was done.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"quantize_model(dtype={dtype!r}): expected one of {DTYPES}.")
+    if getattr(model, "quantization", None):
+        raise ValueError(f"This model is already quantized ({model.quantization['dtype']}); "
+                         f"load it again in float32 to quantize it differently.")
+    linears = [(name, module) for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    if not linears:
+        raise ValueError("quantize_model found no nn.Linear layer in this model: nothing to quantize.")
+    device = linears[0][1].weight.device
+    float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    if kernel is None:
+        biggest = max(linears, key=lambda nm: nm[1].weight.numel() if nm[0] != "lm_head" else 0)[1]
+        kernel, times = pick_kernel(dtype, biggest.in_features, biggest.out_features, device, float_dtype)
+    else:
+        times = {}
+        if kernel not in _candidates(dtype, device):
+            raise ValueError(f"kernel={kernel!r} is not available for {dtype} on {device}; "
+                             f"available: {_candidates(dtype, device)}.")
+    bytes_before = bytes_after = 0
+    for name, linear in linears:
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+        if name in keep or (dtype == "int4" and linear.in_features % GROUP):
+            continue                                 # int4 groups need in % 32 == 0; else the float weight stays
+        layer = Int8Linear(linear) if dtype == "int8" else Int4Linear(linear)
+        if kernel == "int4pack":
+            layer.use_packed_kernel()
+            del layer.q
+            layer.register_buffer("q", torch.empty(0, dtype=torch.uint8, device=device))
+        layer.kernel = kernel
+        bytes_before += linear.weight.numel() * linear.weight.element_size()
+        bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if dtype == "int8" else
+                        linear.weight.numel() // 2 + layer.scale.numel() * 8)
+        setattr(parent, name.rsplit(".", 1)[-1], layer)
+    model.quantization = {"dtype": dtype, "kernel": kernel, "kernel_seconds": times,
+                          "linear_bytes_before": bytes_before, "linear_bytes_after": bytes_after}
+    return model

@@ -1,0 +1,115 @@
+"""Weight-only quantization (llmlab.quantize): the arithmetic by hand, the modules against their own
+dequantized weights, whole models against float, and the real models loaded with dtype="int8"/"int4"."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import llmlab
+from llmlab.quantize import (Int4Linear, Int8Linear, _candidates, dequantize_int4, dequantize_int8,
+                             pick_kernel, quantize_int4, quantize_int8, quantize_model)
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return llmlab.Transformer(llmlab.ModelConfig.preset("tiny-llama")).eval()
+
+
+def test_int8_by_hand():
+    w = torch.tensor([[0.5, -1.0, 0.25, 0.0], [2.0, 1.0, -0.5, 0.1]])
+    q, s = quantize_int8(w)
+    assert s.tolist() == pytest.approx([1.0 / 127, 2.0 / 127])
+    assert q[0].tolist() == [64, -127, 32, 0]          # 0.5 * 127 = 63.5 rounds to 64
+    assert q[1].tolist() == [127, 64, -32, 6]
+    assert (dequantize_int8(q, s) - w).abs().le(s[:, None] / 2 + 1e-7).all()
+
+
+def test_int4_by_hand_and_error_bound():
+    w = torch.linspace(-1, 2, 32)[None]                # one group, evenly spaced: 31 gaps of 3/31
+    q, s, z = quantize_int4(w)
+    assert s.item() == pytest.approx(3 / 15) and q.min() == 0 and q.max() == 15
+    torch.manual_seed(1)
+    w = torch.randn(8, 64)
+    q, s, z = quantize_int4(w)
+    assert q.dtype == torch.uint8 and q.max() <= 15
+    error = (dequantize_int4(q, s, z) - w).abs().reshape(8, 2, 32)
+    assert (error <= s[..., None] / 2 + 1e-6).all()
+
+
+def test_int4_keeps_a_4bit_grid_exactly():
+    # weights as a Q4_1 file stores them: per block of 32, d * code + m with codes 0..15
+    torch.manual_seed(2)
+    d, m = torch.rand(6, 3, 1) * 0.02, -torch.rand(6, 3, 1) * 0.1
+    codes = torch.randint(0, 16, (6, 3, 32)).float()
+    codes[..., 0], codes[..., 1] = 3, 4                 # two neighbouring codes: the step is visible
+    w = (codes * d + m).reshape(6, 96)
+    q, s, z = quantize_int4(w)
+    assert (dequantize_int4(q, s, z) - w).abs().max() < 1e-6
+
+
+def test_int4_refuses_a_width_it_cannot_group():
+    with pytest.raises(ValueError, match="multiple of 32"):
+        quantize_int4(torch.randn(4, 40))
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_every_available_kernel_equals_the_dequantized_matmul(kind):
+    torch.manual_seed(3)
+    linear = torch.nn.Linear(64, 48, bias=True)
+    x = torch.randn(2, 5, 64)
+    for kernel in _candidates(kind, torch.device("cpu")):
+        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
+        if kernel == "int4pack":
+            layer.use_packed_kernel()
+        layer.kernel = kernel
+        expected = F.linear(x, layer.dequantized(), linear.bias)
+        torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_pick_kernel_times_only_kernels_that_agree():
+    best, times = pick_kernel("int8", 64, 32, "cpu")
+    assert best in times and times[best] < float("inf") and "dequantize" in times
+
+
+def test_quantize_model_replaces_every_linear_and_stays_close():
+    model = tiny_model()
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))
+    with torch.no_grad():
+        reference = model(ids)
+        n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+        quantize_model(model, "int8")
+        out = model(ids)
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert sum(isinstance(m, Int8Linear) for m in model.modules()) == n_linear
+    assert model.quantization["linear_bytes_after"] < model.quantization["linear_bytes_before"] / 3.5
+    assert (out - reference).abs().max() < 0.05 * reference.abs().max()
+
+
+def test_quantize_model_keep_and_errors():
+    model = quantize_model(tiny_model(), "int4", kernel="dequantize", keep=("lm_head",))
+    assert isinstance(model.lm_head, torch.nn.Linear)
+    with pytest.raises(ValueError, match="already quantized"):
+        quantize_model(model, "int8")
+    with pytest.raises(ValueError, match="expected one of"):
+        quantize_model(tiny_model(), "int3")
+    with pytest.raises(ValueError, match="not available"):
+        quantize_model(tiny_model(), "int8", kernel="int4pack")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_real_models_load_quantized_and_agree_with_float(name):
+    text = ("In a quiet village at the edge of the forest, an old clockmaker spent his days repairing watches "
+            "for the farmers and their families. Every morning he opened the shutters, lit the stove and set "
+            "out his tools on the long wooden bench.")
+    model, tok = llmlab.load(name)
+    ids = torch.tensor([tok.encode(text)])
+    with torch.no_grad():
+        reference = model(ids)[0].argmax(-1)
+        del model
+        for dtype in ["int8", "int4"]:
+            quantized, _ = llmlab.load(name, dtype=dtype)
+            assert quantized.quantization["dtype"] == dtype
+            agreement = (quantized(ids)[0].argmax(-1) == reference).float().mean().item()
+            print(f"{name} {dtype} ({quantized.quantization['kernel']}): top-1 agreement {agreement:.3f}")
+            assert agreement >= 0.9, (dtype, agreement)
+            del quantized
