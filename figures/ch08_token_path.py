@@ -28,7 +28,7 @@ def arrow(ax, x0, y0, x1, y1, colour="#555555", lw=1.1):
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(12, 6.2))
+    fig, ax = plt.subplots(figsize=(10, 5.6))
     xs = [0.8 + 1.3 * i for i in range(len(TOKENS))]
     rows = {"token": 0.0, "embed": 1.0, "b0": 2.3, "dots": 3.35, "b29": 4.3, "norm": 5.4, "head": 6.3}
     for i, (x, t) in enumerate(zip(xs, TOKENS)):
@@ -50,9 +50,9 @@ def main():
                         arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
                                         connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
     xl = xs[-1]
-    box(ax, xl, rows["norm"], "final RMSNorm\n(576,)", STREAM, 1.3, 0.55, fontsize=7.5)
+    box(ax, xl, rows["norm"], "final RMSNorm\n(576,)", STREAM, 1.7, 0.55, fontsize=7.5)
     arrow(ax, xl, rows["b29"] + 0.32, xl, rows["norm"] - 0.3)
-    box(ax, xl, rows["head"], "LM head: 49,152 logits\nsoftmax → ' Paris'", HEAD, 2.2, 0.6, fontsize=8)
+    box(ax, xl, rows["head"], "LM head: 49,152 logits\nsoftmax → ' Paris'", HEAD, 2.7, 0.6, fontsize=7.5)
     arrow(ax, xl, rows["norm"] + 0.3, xl, rows["head"] - 0.32)
     notes = [
         (rows["token"], "token id: one integer per position"),
