@@ -29,7 +29,7 @@ def arrow(ax, x0, y0, x1, y1, label=""):
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(12, 3.6))
+    fig, ax = plt.subplots(figsize=(10, 3.1))
     # row 1: x -> Q, K, V
     box(ax, 0.8, 1.6, "x\n(T, d)", TENSOR, w=1.2)
     for y, name, shape in [(2.6, "Q = x W_Q", "(T, d_k)"), (1.6, "K = x W_K", "(T, d_k)"), (0.6, "V = x W_V", "(T, d_v)")]:
@@ -52,11 +52,11 @@ def main():
     box(ax, 7.5, -0.2, "· W_O\n(T, d)", OP)
     arrow(ax, 8.25, -0.2, 9.0, -0.2)
     box(ax, 9.75, -0.2, "output\n(T, d)", TENSOR, w=1.3)
-    ax.text(0.1, -0.55, "blue: tensors   orange: operations   one head shown; "
+    ax.text(0.1, -0.85, "blue: tensors   orange: operations   one head shown; "
             "each row of A sums to 1, masked entries are exactly 0",
             fontsize=8.5, color="#444444")
     ax.set_xlim(-0.1, 10.6)
-    ax.set_ylim(-0.7, 3.05)
+    ax.set_ylim(-1.0, 3.0)
     ax.axis("off")
     fig.tight_layout()
     save_svg(fig, OUT)

@@ -18,7 +18,7 @@ N_Q, N_KV, T = 9, 3, 6   # SmolLM2: 9 query heads, 3 KV heads; 6 cached position
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(11, 3.8))
+    fig, ax = plt.subplots(figsize=(9.5, 3.3))
     rep = N_Q // N_KV
     for h in range(N_Q):
         g = h // rep

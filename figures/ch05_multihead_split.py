@@ -30,9 +30,10 @@ def arrow(ax, x0, y0, x1, y1, text=""):
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(12, 3.3))
+    fig, ax = plt.subplots(figsize=(10, 2.9))
     strip(ax, 0.0, 1.0, 2.0, 1.0, HEADS, "Q = x W_Q   (T, H·d_k)")
-    arrow(ax, 2.1, 1.5, 3.0, 1.5, "view + transpose")
+    arrow(ax, 2.1, 1.5, 2.95, 1.5)
+    ax.text(2.52, 1.25, "view +\ntranspose", ha="center", va="top", fontsize=8)
     for h, c in enumerate(HEADS):
         y = 2.2 - h * 0.85
         strip(ax, 3.1, y, 0.67, 0.6, [c], "")

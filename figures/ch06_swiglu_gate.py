@@ -27,7 +27,7 @@ def arrow(ax, x0, y0, x1, y1):
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(11, 3.2))
+    fig, ax = plt.subplots(figsize=(9.5, 2.9))
     box(ax, 0.9, 1.0, "x\n(T, d)", TENSOR, w=1.2)
     arrow(ax, 1.55, 1.1, 2.35, 1.8)
     arrow(ax, 1.55, 0.9, 2.35, 0.2)

@@ -28,9 +28,9 @@ def plus(ax, x, y):
 
 
 def main():
-    fig, ax = plt.subplots(figsize=(12, 3.4))
+    fig, ax = plt.subplots(figsize=(10.5, 3.0))
     y = 0.0
-    box(ax, 0.3, y, "embedding\ne", STREAM, w=1.1, h=0.6)
+    box(ax, 0.2, y, "embed-\nding e", STREAM, w=1.1, h=0.6)
     ax.plot([0.85, 11.1], [y, y], color=STREAM, lw=3, zorder=1)
     x = 1.6
     for l, label in [(0, "0"), (1, "1"), (None, "…"), (29, "29")]:
@@ -48,12 +48,12 @@ def main():
             plus(ax, x + 0.7, y)
             x += 1.25
         x += 0.1
-    box(ax, 11.6, y, "final norm\n→ LM head", NORM, w=1.1, h=0.6)
-    ax.text(0.0, -0.75, "Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is ever "
-            "overwritten.  After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29.",
+    box(ax, 11.75, y, "final\nnorm", NORM, w=1.1, h=0.6)
+    ax.text(-0.3, -0.65, "Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is overwritten.\n"
+            "After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29.",
             fontsize=9, color="#333333")
-    ax.set_xlim(-0.4, 12.3)
-    ax.set_ylim(-1.0, 1.7)
+    ax.set_xlim(-0.45, 12.4)
+    ax.set_ylim(-1.15, 1.7)
     ax.axis("off")
     fig.tight_layout()
     save_svg(fig, OUT)
