@@ -183,13 +183,14 @@ class Box:
         self.cache = _cache_dir()
 
     def env(self) -> dict:
-        inside_lib = "/opt/llmlab-lib" if self.sandboxed else str(self.lib)
+        # llmlab first, then the grader's own package folders in its order (user site, .pth additions)
+        inside_lib = os.pathsep.join(["/opt/llmlab-lib" if self.sandboxed else str(self.lib)] + site_dirs())
         paths = [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
         return {"PATH": os.pathsep.join(paths), "HOME": str(self.root / "home"), "LANG": "C.UTF-8",
                 "TMPDIR": "/tmp" if self.sandboxed else str(self.root / "tmp"), "PYTHONPATH": inside_lib,
                 "MPLBACKEND": "Agg", "LLMLAB_GRADING": "1", "LLMLAB_CACHE": str(self.cache),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
-                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+                **{k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ}}
 
     def wrap(self, cmd: list[str]) -> list[str]:
         limited = [sys.executable, "-c", LIMITS] + cmd
@@ -201,7 +202,7 @@ class Box:
             args += ["--ro-bind-try", d, d]
         for name in ETC:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        for d in {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parents[1])}:
+        for d in {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parents[1]), *site_dirs()}:
             args += ["--ro-bind", d, d]
         args += ["--ro-bind", str(self.package), "/opt/llmlab-lib/llmlab"]
         if self.cache.is_dir():
@@ -215,9 +216,17 @@ class Box:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def site_dirs() -> list[str]:
+    """The grader's package folders (site-packages, dist-packages) in import order: the kernel
+    imports what the grader would, and nothing else from the grader's sys.path is shown to it."""
+    return list(dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")
+                              and Path(p).is_dir()))
+
+
 def visible_paths() -> list[Path]:
     """Host folders a sandbox can read, besides the system's own: Python, llmlab, the model cache."""
-    return [Path(p).resolve() for p in {sys.prefix, sys.base_prefix}] + [_package_dir(), _cache_dir().resolve()]
+    return ([Path(p).resolve() for p in {sys.prefix, sys.base_prefix, *site_dirs()}]
+            + [_package_dir(), _cache_dir().resolve()])
 
 
 def _package_dir() -> Path:
