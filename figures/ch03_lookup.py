@@ -1,0 +1,53 @@
+"""Chapter 3 diagram: an embedding lookup is a one-hot row vector times the (V, d) table; the 1 at
+position i selects row i. Run from the repository root; writes figures/generated/ch03_lookup.svg."""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch03_lookup.svg")
+V, D, CHOSEN = 8, 5, 3            # a toy vocabulary of 8 tokens, vectors of 5 numbers, token id 3
+SELECTED, OTHER, CELL = "#b9e3c6", "#f4f4f4", 0.5
+
+
+def main() -> None:
+    plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    # the one-hot vector e_i: a row of V entries
+    for j in range(V):
+        ax.add_patch(Rectangle((j * CELL, 2.0), CELL, CELL, facecolor=SELECTED if j == CHOSEN else OTHER,
+                               edgecolor="#555555"))
+        ax.text(j * CELL + CELL / 2, 2.0 + CELL / 2, "1" if j == CHOSEN else "0", ha="center", va="center",
+                fontsize=10, family="monospace")
+    ax.text(V * CELL / 2, 2.75, f"one-hot $e_i$, token id i = {CHOSEN}\nshape (1, V)", ha="center", fontsize=10)
+    ax.text(V * CELL + 0.45, 2.0 + CELL / 2, "×", ha="center", va="center", fontsize=16)
+    # the table E: V rows of D numbers
+    x0 = V * CELL + 1.5
+    for r in range(V):
+        for c in range(D):
+            ax.add_patch(Rectangle((x0 + c * CELL, 3.5 - (r + 1) * CELL * 0.8), CELL, CELL * 0.8,
+                                   facecolor=SELECTED if r == CHOSEN else OTHER, edgecolor="#999999", lw=0.6))
+        ax.text(x0 - 0.1, 3.5 - (r + 0.5) * CELL * 0.8, f"row {r}", ha="right", va="center", fontsize=8,
+                color="#1f6e2a" if r == CHOSEN else "#777777")
+    ax.text(x0 + D * CELL / 2, 3.65, "table E: shape (V, d)", ha="center", fontsize=10)
+    ax.text(x0 + D * CELL + 0.35, 2.0 + CELL / 2, "=", ha="center", va="center", fontsize=16)
+    # the result: row i
+    x1 = x0 + D * CELL + 0.8
+    for c in range(D):
+        ax.add_patch(Rectangle((x1 + c * CELL, 2.0), CELL, CELL, facecolor=SELECTED, edgecolor="#555555"))
+    ax.text(x1 + D * CELL / 2, 2.75, f"row {CHOSEN} of E: shape (1, d)", ha="center", fontsize=10)
+    ax.text(x1 + D * CELL / 2, 1.55, "a lookup E[i] gives the same numbers\nwithout the V·d multiplications",
+            ha="center", va="top", fontsize=9, color="#333333")
+    ax.set_xlim(-0.3, x1 + D * CELL + 0.3)
+    ax.set_ylim(0.4, 3.9)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    save_svg(fig, OUT, bbox_inches="tight")
+
+
+if __name__ == "__main__":
+    main()
