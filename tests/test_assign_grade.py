@@ -336,7 +336,9 @@ def make_submissions(folder: Path, assigned: Path, paths: dict) -> None:
     nbformat.write(with_cells(student, {
         "softmax": "import os\n\ndef softmax(x, dim=-1):\n"
                    "    try:\n        parent = open(f'/proc/{os.getppid()}/cmdline').read()\n    except OSError:\n        parent = ''\n"
-                   "    raise ValueError(f'env={os.environ.get(\"LLMLAB_TEST_SECRET\")} parent={parent} home={os.path.expanduser(\"~\")}')"},
+                   "    caps = [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0]\n"
+                   "    raise ValueError(f'env={os.environ.get(\"LLMLAB_TEST_SECRET\")} caps={caps} parent={parent} '\n"
+                   "                     f'home={os.path.expanduser(\"~\")}')"},
         prelude=("import socket, subprocess, sys\n"
                  f"exec({attack % (json.dumps(targets), 1)!r})\n"
                  f"subprocess.Popen([sys.executable, '-c', {attack % (json.dumps(targets), 300)!r}, '{paths['marker']}'],\n"
@@ -502,7 +504,7 @@ class TestHostileSubmissions:
         assert all("owned" not in r["message"] for r in graded["rows"])
         assert (graded["paths"]["out"] / "grades.csv").read_text(encoding="utf-8").count("\n") > 10
         status, message = graded["got"][("h_sabotage", "softmax")]
-        assert status == "fail" and "env=None" in message, message
+        assert status == "fail" and "env=None" in message and "caps=0000000000000000" in message, message
         assert SECRET not in message and str(graded["submissions"]) not in message and "pytest" not in message
 
     def test_symlinks_are_refused_and_not_read(self, graded):

@@ -196,7 +196,9 @@ class Box:
         limited = [sys.executable, "-c", LIMITS] + cmd
         if not self.sandboxed:
             return limited
-        args = [shutil.which("bwrap"), "--unshare-all", "--die-with-parent", "--clearenv",
+        # --cap-drop ALL: graded as root, the kernel would otherwise keep root's capabilities (mounts...)
+        args = [shutil.which("bwrap"), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+                "--clearenv",
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
         for d in ("/usr", "/bin", "/lib", "/lib64", "/lib32", "/sbin"):
             args += ["--ro-bind-try", d, d]
