@@ -116,7 +116,8 @@ def check_attention_mask(attention_mask, B: int, T_k: int, device, left_padded: 
     needs: the new tokens are appended on the right).
     """
     if not isinstance(attention_mask, torch.Tensor) or tuple(attention_mask.shape) != (B, T_k):
-        shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) else type(attention_mask).__name__
+        shape = tuple(attention_mask.shape) if isinstance(attention_mask, torch.Tensor) \
+            else type(attention_mask).__name__
         raise ValueError(f"attention_mask must be a tensor of shape (batch, cached + new tokens) = {(B, T_k)}, "
                          f"with 1 for real tokens and 0 for padding; got {shape}.")
     if attention_mask.device.type != "meta":
@@ -128,7 +129,8 @@ def check_attention_mask(attention_mask, B: int, T_k: int, device, left_padded: 
                 raise ValueError("attention_mask has a row with no real token (all 0); every row needs at least one.")
             if bool((mask[:, :-1] & ~mask[:, 1:]).any()):
                 raise ValueError("attention_mask must be left-padded for generation (0s first, then 1s): the new "
-                                 "tokens go on the right. Pad on the left, e.g. llmlab.generation.pad_left(rows, pad_id).")
+                                 "tokens go on the right. Pad on the left, e.g. with "
+                                 "llmlab.generation.pad_left(rows, pad_id).")
     return attention_mask.to(device).bool()
 
 

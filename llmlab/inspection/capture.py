@@ -23,7 +23,8 @@ import re
 
 import torch
 
-from llmlab.checks import as_ids, resolve_layer, resolve_position, tokenizer_first  # noqa: F401 (as_ids: public here too)
+# as_ids is used here and stays importable from llmlab.inspection.capture, as before
+from llmlab.checks import as_ids, check_int, resolve_layer, resolve_position, tokenizer_first
 from llmlab.hooks import HookPoint, hook_name
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
@@ -223,6 +224,8 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     """
     ids = as_ids(model, tokenizer, prompt)
     B, T = ids.shape
+    if max_bytes is not None:
+        check_int("max_bytes", max_bytes, low=0, hint="None means no limit.")
     chosen = select_names(model, names, layers)
     keep = None if positions is None else _positions(positions, T)
     if max_bytes is not None:

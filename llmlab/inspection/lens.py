@@ -80,7 +80,8 @@ def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = 
     positions: which positions to read (default all).
     """
     if tokenizer is None:
-        raise ValueError("logit_lens needs the tokenizer to decode the top tokens: logit_lens(model, tokenizer, prompt).")
+        raise ValueError("logit_lens needs the tokenizer to decode the top tokens: "
+                         "logit_lens(model, tokenizer, prompt).")
     ids = as_ids(model, tokenizer, prompt)
     T = ids.shape[1]
     k = check_int("k", k, low=1, high=model.config.vocab_size)

@@ -39,6 +39,7 @@ def top_activating_tokens(model, tokenizer, texts: list[str], layer: int, neuron
     if isinstance(texts, str):
         raise TypeError("texts must be a list of strings; for one text use [text].")
     check_int("k", k, low=1)
+    check_int("context", context, low=0)
     found = []
     for text in texts:
         tokens, acts = neuron_activations(model, tokenizer, text, layer, neuron)

@@ -14,7 +14,7 @@ import contextlib
 
 import torch
 
-from llmlab.checks import as_ids, check_number, check_vector, resolve_layer
+from llmlab.checks import as_ids, check_number, check_vector, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
 from llmlab.inspection.capture import capture, hooks
 
@@ -32,7 +32,7 @@ def mean_resid(model, tokenizer, prompts: list[str], layer: int, position: int |
     for prompt in prompts:
         _, cache = capture(model, tokenizer, prompt, names=[name])
         h = cache[name][0]  # (T, d)
-        vectors.append(h.mean(0) if position == "mean" else h[position])
+        vectors.append(h.mean(0) if position == "mean" else h[resolve_position(position, h.shape[0])])
     return torch.stack(vectors).mean(0)  # (d,)
 
 
