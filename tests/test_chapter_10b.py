@@ -111,3 +111,65 @@ def test_int8_wrong_answers_are_named(wrong, words):
     result = check("quantize_int8_rows", wrong, quiet=True)
     assert not result.passed
     assert words in result.message, result.message
+
+
+# ----------------------------------------------------------------------------- the chapter's own code
+
+CHAPTER = "chapters/10b_how_weights_are_stored.ipynb"
+
+
+def chapter_function(name: str) -> dict:
+    """Run the chapter's code cell that defines `name` (with the chapter's imports) and return its namespace."""
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    cells = ["".join(c["source"]) for c in json.loads((root / CHAPTER).read_text())["cells"] if c["cell_type"] == "code"]
+    source = next(c for c in cells if f"def {name}(" in c)
+    end = source.find("\n\n\n", source.index(f"def {name}("))   # the cell's code after the definition
+    source = source if end == -1 else source[:end]
+    namespace = {}
+    exec("import mmap, struct\nimport numpy as np\nimport torch\n"
+         "from gguf import GGMLQuantizationType\n" + source, namespace)
+    return namespace
+
+
+def test_chapter_q4_k_decoder_matches_the_gguf_package():
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    dequantize_q4_k = chapter_function("dequantize_q4_k")["dequantize_q4_k"]
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        block = (np.array([rng.uniform(0.001, 0.01), rng.uniform(0.001, 0.01)], dtype="<f2").tobytes()
+                 + rng.integers(0, 256, 140, dtype=np.uint8).tobytes())
+        ours = dequantize_q4_k(block)[0]
+        theirs = dequantize(np.frombuffer(block, dtype=np.uint8), GGMLQuantizationType.Q4_K).reshape(-1)
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+
+
+def test_chapter_header_reader_matches_the_gguf_package(tmp_path):
+    from gguf import GGUFReader, GGUFWriter
+
+    path = tmp_path / "tiny.gguf"
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_string("general.name", "tiny")
+    writer.add_token_list(["a", "b", "c"])
+    writer.add_tensor("first", np.arange(12, dtype=np.float32).reshape(3, 4))
+    writer.add_tensor("second", np.ones((2, 64), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+    read_gguf_header = chapter_function("read_gguf_header")["read_gguf_header"]
+    header, meta, tensors, data = read_gguf_header(path)
+    reader = GGUFReader(str(path))
+    assert header["n_tensors"] == len(reader.tensors) == 2
+    assert meta["llama.block_count"] == 2 and meta["general.name"] == "tiny"
+    assert meta["tokenizer.ggml.tokens"] == ["a", "b", "c"]
+    for ours, theirs in zip(tensors, reader.tensors):
+        assert ours["name"] == theirs.name and ours["dims"] == theirs.shape.tolist()
+        assert ours["type"] == theirs.tensor_type.name
+        assert header["data_start"] + ours["offset"] == theirs.data_offset
