@@ -9,7 +9,7 @@ PARTS = [
     ("Part III. Inside a block", ["05_self_attention", "06_feed_forward", "07_residuals_and_norms",
                                   "08_the_whole_stack"]),
     ("Part IV. From vectors back to text", ["09_lm_head_and_sampling"]),
-    ("Part V. Inference", ["10_kv_cache", "11_attention_at_scale"]),
+    ("Part V. Inference", ["10_kv_cache", "10b_how_weights_are_stored", "11_attention_at_scale"]),
     ("Part VI. Training and other architectures", ["12_training", "13_encoders_decoders"]),
     ("Part VII. Looking inside a trained model", ["14_contextual_representations", "15_logit_lens",
                                                   "16_steering_and_patchscopes"]),
