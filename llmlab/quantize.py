@@ -75,6 +75,13 @@ def quantize_int4(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, to
     return q.reshape(out_features, in_features).to(torch.uint8), s, z
 
 
+def share_on_4bit_grid(w: torch.Tensor, group: int = GROUP) -> float:
+    """The share of groups of `w` that int4 stores exactly (1.0 for a matrix read from a 4-bit file)."""
+    q, s, z = quantize_int4(w, group)
+    error = (dequantize_int4(q, s, z) - w.detach().float()).abs().reshape(*s.shape, group).amax(dim=-1)
+    return (error <= 1e-5 * w.detach().abs().amax().clamp(min=1e-12)).float().mean().item()
+
+
 def dequantize_int4(q: torch.Tensor, s: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
     out_features, n_groups = s.shape
     g = q.float().reshape(out_features, n_groups, -1)                  # (out, n_groups, group)
@@ -199,16 +206,23 @@ def pick_kernel(kind: str, in_features: int, out_features: int, device, dtype=to
 
 # ----------------------------------------------------------------------------- the model
 
-def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep: tuple = ()) -> nn.Module:
-    """Replace every nn.Linear of `model` by its int8 or int4 version, in place; returns the model.
+def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep: tuple = (),
+                   head: str | None = None, exact_only: bool = True) -> nn.Module:
+    """Replace the nn.Linear layers of `model` by int8 or int4 versions, in place; returns the model.
 
-    kernel=None times the candidates once (see pick_kernel) and keeps the fastest; "dequantize",
-    "int8pack" or "int4pack" force one. The model's other parameters (embeddings, norms) stay as
-    they are, and so do the Linear layers named in `keep` (e.g. keep=("lm_head",)).
+    kernel=None times the candidates once per format (see pick_kernel) and keeps the fastest;
+    "dequantize", "int8pack" or "int4pack" force one. `head` says how the LM head is stored:
+    None = like the other layers, "int8", or "float" (left as it is). The layers named in `keep`
+    and the model's other parameters (embeddings, norms) stay as they are. With exact_only (the
+    default), "int4" goes only to matrices that already lie on a 4-bit grid (the Q4 tensors of a
+    GGUF file); a matrix the file stores more finely (Q6_K, Q8_0) gets int8 instead, and is listed
+    in model.quantization["promoted_to_int8"].
     model.quantization records what was done.
     """
     if dtype not in DTYPES:
         raise ValueError(f"quantize_model(dtype={dtype!r}): expected one of {DTYPES}.")
+    if head not in (None, "float", *DTYPES):
+        raise ValueError(f"quantize_model(head={head!r}): expected None, 'float', 'int8' or 'int4'.")
     if getattr(model, "quantization", None):
         raise ValueError(f"This model is already quantized ({model.quantization['dtype']}); "
                          f"load it again in float32 to quantize it differently.")
@@ -217,29 +231,43 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
         raise ValueError("quantize_model found no nn.Linear layer in this model: nothing to quantize.")
     device = linears[0][1].weight.device
     float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    if kernel is None:
-        biggest = max(linears, key=lambda nm: nm[1].weight.numel() if nm[0] != "lm_head" else 0)[1]
-        kernel, times = pick_kernel(dtype, biggest.in_features, biggest.out_features, device, float_dtype)
-    else:
-        times = {}
-        if kernel not in _candidates(dtype, device):
-            raise ValueError(f"kernel={kernel!r} is not available for {dtype} on {device}; "
-                             f"available: {_candidates(dtype, device)}.")
+    if kernel is not None and kernel not in _candidates(dtype, device):
+        raise ValueError(f"kernel={kernel!r} is not available for {dtype} on {device}; "
+                         f"available: {_candidates(dtype, device)}.")
+    blocks = [linear for name, linear in linears if name != "lm_head"] or [linears[0][1]]
+    biggest = max(blocks, key=lambda linear: linear.weight.numel())
+    kernels, times = {}, {}
+
+    def kernel_for(kind: str) -> str:
+        if kind not in kernels:
+            if kernel is not None and kind == dtype:
+                kernels[kind] = kernel
+            else:
+                kernels[kind], times[kind] = pick_kernel(kind, biggest.in_features, biggest.out_features,
+                                                         device, float_dtype)
+        return kernels[kind]
+
     bytes_before = bytes_after = 0
+    promoted = []
     for name, linear in linears:
-        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-        if name in keep or (dtype == "int4" and linear.in_features % GROUP):
+        kind = (head or dtype) if name == "lm_head" else dtype
+        if kind == "int4" and exact_only and linear.in_features % GROUP == 0 and \
+                share_on_4bit_grid(linear.weight) < 0.999:
+            kind = "int8"                            # finer than 4 bits in the file: a 4-bit copy would lose it
+            promoted.append(name)
+        if name in keep or kind == "float" or (kind == "int4" and linear.in_features % GROUP):
             continue                                 # int4 groups need in % 32 == 0; else the float weight stays
-        layer = Int8Linear(linear) if dtype == "int8" else Int4Linear(linear)
-        if kernel == "int4pack":
-            layer.use_packed_kernel()
-            del layer.q
-            layer.register_buffer("q", torch.empty(0, dtype=torch.uint8, device=device))
-        layer.kernel = kernel
+        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
+        layer.kernel = kernel_for(kind)
         bytes_before += linear.weight.numel() * linear.weight.element_size()
-        bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if dtype == "int8" else
+        bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if kind == "int8" else
                         linear.weight.numel() // 2 + layer.scale.numel() * 8)
+        if layer.kernel == "int4pack":
+            layer.use_packed_kernel()
+            layer.q = torch.empty(0, dtype=torch.uint8, device=device)   # the packed copy replaces it
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
         setattr(parent, name.rsplit(".", 1)[-1], layer)
-    model.quantization = {"dtype": dtype, "kernel": kernel, "kernel_seconds": times,
-                          "linear_bytes_before": bytes_before, "linear_bytes_after": bytes_after}
+    model.quantization = {"dtype": dtype, "head": head or dtype, "kernel": kernels.get(dtype), "kernels": kernels,
+                          "kernel_seconds": times, "promoted_to_int8": promoted, "linear_bytes_before": bytes_before,
+                          "linear_bytes_after": bytes_after}
     return model

@@ -84,8 +84,18 @@ def test_quantize_model_replaces_every_linear_and_stays_close():
     assert (out - reference).abs().max() < 0.05 * reference.abs().max()
 
 
+def test_int4_promotes_a_matrix_finer_than_4_bits_to_int8():
+    model = tiny_model()
+    quantize_model(model, "int4", kernel="dequantize")    # random float weights lie on no 4-bit grid
+    assert all(isinstance(m, Int8Linear) for m in model.modules() if isinstance(m, (Int8Linear, Int4Linear)))
+    assert model.quantization["promoted_to_int8"]
+    model = tiny_model()
+    quantize_model(model, "int4", kernel="dequantize", exact_only=False)
+    assert any(isinstance(m, Int4Linear) for m in model.modules())
+
+
 def test_quantize_model_keep_and_errors():
-    model = quantize_model(tiny_model(), "int4", kernel="dequantize", keep=("lm_head",))
+    model = quantize_model(tiny_model(), "int4", kernel="dequantize", keep=("lm_head",), exact_only=False)
     assert isinstance(model.lm_head, torch.nn.Linear)
     with pytest.raises(ValueError, match="already quantized"):
         quantize_model(model, "int8")
@@ -111,5 +121,7 @@ def test_real_models_load_quantized_and_agree_with_float(name):
             assert quantized.quantization["dtype"] == dtype
             agreement = (quantized(ids)[0].argmax(-1) == reference).float().mean().item()
             print(f"{name} {dtype} ({quantized.quantization['kernel']}): top-1 agreement {agreement:.3f}")
-            assert agreement >= 0.9, (dtype, agreement)
+            # int4 keeps the file's own 4-bit grid exactly (and int8 where the file is finer): faithful.
+            # int8 per row re-rounds those grids: close, not exact (0.94-0.96 measured on this text).
+            assert agreement >= (0.97 if dtype == "int4" else 0.9), (dtype, agreement)
             del quantized
