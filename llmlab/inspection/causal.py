@@ -26,6 +26,7 @@ import dataclasses
 
 import torch
 
+from llmlab.hooks import hook_name
 from llmlab.checks import as_ids, resolve_layer, resolve_position
 from llmlab.inspection.capture import capture, hooks, token_strings
 
@@ -117,7 +118,7 @@ def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions
             return x
         corrupt_hooks["hook_embed"] = add_noise
 
-    names = [f"blocks.{i}.hook_{site}" for i in range(n_layers)]
+    names = [hook_name(i, site) for i in range(n_layers)]
     clean_logits, cache = capture(model, None, ids, names=names)
     clean_value = float(metric(clean_logits[:, -1]))
     with hooks(model, corrupt_hooks):
@@ -186,14 +187,14 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
         raise ValueError(f"direct_logit_attribution takes one prompt at a time; got a batch of {ids.shape[0]}.")
     pos = resolve_position(position, ids.shape[1])
     n = model.config.n_layers
-    _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", f"blocks.{n - 1}.hook_resid_post"])
+    _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", hook_name(n - 1, "resid_post")])
     parts = [cache["hook_embed"][0, pos]]
     labels = ["embed"]
     for i in range(n):
-        parts += [cache[f"blocks.{i}.hook_attn_out"][0, pos], cache[f"blocks.{i}.hook_mlp_out"][0, pos]]
+        parts += [cache[hook_name(i, "attn_out")][0, pos], cache[hook_name(i, "mlp_out")][0, pos]]
         labels += [f"attn {i}", f"mlp {i}"]
     parts = torch.stack(parts).double()                       # (2L+1, d)
-    h = cache[f"blocks.{n - 1}.hook_resid_post"][0, pos].double()  # (d,) = parts.sum(0)
+    h = cache[hook_name(n - 1, "resid_post")][0, pos].double()  # (d,) = parts.sum(0)
 
     norm = model.final_norm
     weight = norm.weight.double()
