@@ -30,7 +30,7 @@ $(STAMP): requirements.txt pyproject.toml
 models: env
 	$(PY) scripts/provision_models.py
 
-# MathJax, require.js and the widget manager from npm, so the built book needs no CDN.
+# MathJax from npm, so the built book needs no CDN.
 assets:
 	bash scripts/vendor_assets.sh
 

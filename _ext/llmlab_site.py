@@ -66,6 +66,10 @@ def lighten_site(app, exception):
     static = out / "_static"
     for path in [static / "scripts" / "fontawesome.js", *static.rglob("*.map"), *static.rglob("*.LICENSE.txt")]:
         path.unlink(missing_ok=True)
+    vendored = Path(app.srcdir) / "assets" / "vendor"
+    for folder in (static / "vendor").glob("*"):     # left over from an earlier build's vendored files
+        if folder.is_dir() and folder.name != "fontawesome" and not (vendored / folder.name).exists():
+            shutil.rmtree(folder)
     es5 = static / "vendor" / "mathjax" / "es5"
     if es5.is_dir():
         for path in sorted(es5.rglob("*"), reverse=True):
@@ -76,10 +80,9 @@ def lighten_site(app, exception):
                 path.rmdir()
     # Browsers take the first format they support in an @font-face list: woff2 (then woff) everywhere
     # today; .eot, .ttf and .svg copies are for browsers older than the rest of the page supports.
-    for folder in (static / "vendor" / "html-manager", static / "vendor" / "fontawesome" / "webfonts"):
-        for path in folder.glob("*"):
-            if path.suffix in {".eot", ".svg", ".ttf"}:
-                path.unlink()
+    for path in (static / "vendor" / "fontawesome" / "webfonts").glob("*"):
+        if path.suffix in {".eot", ".svg", ".ttf"}:
+            path.unlink()
 
 
 def _sha256(path: Path) -> str:
@@ -156,5 +159,4 @@ def setup(app):
     app.connect("html-page-context", add_practise_link, priority=502)
     app.connect("build-finished", lighten_site)
     app.add_directive("llmlab-environment", EnvironmentTable)
-    app.add_js_file("llmlab-widgets-path.js", priority=400)   # before the widget manager (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

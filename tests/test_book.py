@@ -92,11 +92,47 @@ def test_built_html_loads_nothing_from_the_network():
 def test_vendored_assets_are_used():
     page = built("chapters/00_setup")
     assert "_static/vendor/mathjax/es5/tex-chtml.js" in page
-    assert "_static/vendor/requirejs/require.js" in page
-    assert "_static/vendor/html-manager/embed-amd.js" in page
-    for asset in ["mathjax/es5/tex-chtml.js", "requirejs/require.js", "html-manager/embed-amd.js"]:
-        assert (HTML / "_static" / "vendor" / asset).exists(), asset
+    assert (HTML / "_static" / "vendor" / "mathjax" / "es5" / "tex-chtml.js").exists()
+    assert "fontawesome.js" not in page, "the icons come from the theme's CSS; its 1.5 MB script is dropped"
 
+
+def site_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def page_bytes(page: Path) -> int:
+    """Bytes a browser fetches to show `page`: the page, the scripts, styles and images it names
+    (fonts that styles name are counted too, though a browser fetches only those the page uses)."""
+    import html as html_lib
+
+    text = page.read_text(encoding="utf-8")
+    seen, total = set(), page.stat().st_size
+    for ref in re.findall(r'(?:src|href)="([^"#?]+)', text):
+        ref = html_lib.unescape(ref)
+        if ref.startswith(("http:", "https:", "mailto:", "data:")) or not ref.endswith(
+                (".js", ".css", ".png", ".svg", ".jpg", ".woff2")):
+            continue
+        target = (page.parent / ref).resolve()
+        if target.is_file() and target not in seen:
+            seen.add(target)
+            total += target.stat().st_size
+            if target.suffix == ".css":
+                for font in re.findall(r"url\(([^)]+?\.woff2)\)", target.read_text(encoding="utf-8")):
+                    font_path = (target.parent / font.strip("'\"")).resolve()
+                    if font_path.is_file() and font_path not in seen:
+                        seen.add(font_path)
+                        total += font_path.stat().st_size
+    return total
+
+
+def test_the_site_is_light():
+    total = site_bytes(HTML)
+    print(f"built site: {total / 2**20:.1f} MiB")
+    assert total < 20 * 2**20, f"the built site is {total / 2**20:.1f} MiB (goal: under 20 MiB)"
+    sizes = {page.name: page_bytes(page) for page in sorted((HTML / "chapters").glob("*.html"))}
+    heaviest = max(sizes, key=sizes.get)
+    print(f"heaviest chapter page with what it loads: {heaviest} {sizes[heaviest] / 2**20:.2f} MiB")
+    assert sizes[heaviest] < 2.5 * 2**20, sizes
 
 def test_every_chapter_has_a_colab_link_to_its_notebook():
     base = CONFIG["repository"]["url"].removeprefix("https://github.com/")
