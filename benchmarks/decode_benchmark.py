@@ -7,11 +7,19 @@ Greedy decoding, a ~20-token prompt, 100 new tokens, EOS ignored so both make ex
 Printed per device: tokens/s for both, their ratio, prefill tokens/s, and llmlab's share of the
 memory-bandwidth bound. The bound: producing one token reads every weight once, so
 tokens/s <= (bytes/s a matrix-vector product streams from memory) / (weight bytes per token).
+
+Then one table per device with every configuration side by side: transformers in float32 and bf16,
+llmlab in every dtype `llmlab.load` offers (float32, bf16, fp16 where the device has fast fp16,
+weight-only int8 and int4). For each: tokens/s, bytes of weights read per token, the bandwidth
+bound, the share of it reached, and the top-1 agreement with llmlab float32 on a teacher-forced
+120-token continuation; for int8/int4 the kernel that llmlab.quantize picked on this machine. Last,
+a torch.profiler summary of the fastest llmlab configuration (--no-profile skips it).
 A number, not a test: timings depend on the machine and on what else runs on it.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -158,7 +166,114 @@ def profile_decode(model, ids, device, steps: int = 20):
         generate(model, ids, steps)
     sort = "cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     print(f"\n== torch.profiler: llmlab generate, {steps} new tokens on {device.type} ==")
-    print(prof.key_averages().table(sort_by=sort, row_limit=15))
+    print(prof.key_averages().table(sort_by=sort, row_limit=12))
+
+
+CONTINUATION = 120   # tokens of llmlab float32's greedy continuation, re-read by every configuration
+
+
+def llmlab_bytes_per_token(model) -> int:
+    """Weight bytes one decode step reads. A quantized model's LM head has its own integer copy, so
+    the float embedding table is only looked up (one row); a float model with a tied head reads it all."""
+    quantization = getattr(model, "quantization", None)
+    if not quantization:
+        return weight_bytes_per_token(model)
+    linear = sum(m.weight.numel() * m.weight.element_size()
+                 for m in model.modules() if isinstance(m, torch.nn.Linear))   # layers left in float
+    small = sum(p.numel() * p.element_size() for name, p in model.named_parameters()
+                if not name.startswith("tok_embed") and p.dim() == 1)         # norms
+    row = model.tok_embed.weight.shape[1] * model.tok_embed.weight.element_size()
+    return linear + quantization["linear_bytes_after"] + small + row
+
+
+def top1(logits_fn, full_ids, T) -> torch.Tensor:
+    """Top-1 predictions for the continuation's positions, teacher-forced (one pass over all of it)."""
+    with torch.inference_mode():
+        logits = logits_fn(full_ids)                                    # (1, T + CONTINUATION, V)
+    return logits[0, T - 1:-1].argmax(-1).cpu()                         # (CONTINUATION,)
+
+
+def kernel_note(quantization) -> str:
+    """Which matrix-product kernel a quantized model runs (per integer kind: the LM head may differ),
+    and the per-layer times it was chosen on."""
+    if not quantization:
+        return "-"
+    parts = []
+    for kind, kernel in quantization.get("kernels", {quantization["dtype"]: quantization["kernel"]}).items():
+        times = quantization["kernel_seconds"].get(kind, {})
+        timed = ", ".join(f"{name} {seconds * 1e3:.2f} ms" for name, seconds in times.items())
+        parts.append(f"{kind}: {kernel}" + (f" (timed per layer: {timed})" if timed else ""))
+    if quantization.get("promoted_to_int8"):
+        parts.append(f"{len(quantization['promoted_to_int8'])} layers kept in int8 (finer than 4 bits in the file)")
+    return "; ".join(parts)
+
+
+def llmlab_dtypes(device: torch.device) -> list[str]:
+    """Every dtype llmlab.load offers; fp16 only where the device has fast fp16 arithmetic."""
+    from llmlab.loading import dtype_cast
+
+    names = ["float32", "bf16"] + (["fp16"] if device.type in ("cuda", "mps") else []) + ["int8", "int4"]
+    offered = []
+    for name in names:
+        try:
+            dtype_cast(name)
+            offered.append(name)
+        except ValueError:
+            print(f"  (llmlab.load does not offer dtype={name!r} in this installation)")
+    return offered
+
+
+def dtype_table(reference_fp32, ids, device, repeats: int):
+    """Every configuration side by side (see the module docstring); returns the fastest llmlab model."""
+    ids = ids.to(device)
+    T = ids.shape[1]
+    base, _ = llmlab.load("smollm2-135m", device=device)
+    full = generate(base, ids, CONTINUATION)                             # (1, T + 120) llmlab fp32 greedy
+    truth = top1(lambda x: base(x), full, T)
+    bandwidth = max(matvec_bandwidth(device, torch.float32), matvec_bandwidth(device, torch.bfloat16))
+    gen_config = __import__("transformers").GenerationConfig(
+        do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
+
+    rows, fastest = [], (0.0, None, None)
+    configs = [("transformers", "float32"), ("transformers", "bf16")] + \
+              [("llmlab", name) for name in llmlab_dtypes(device)]
+    for library, dtype in configs:
+        if library == "transformers":
+            torch_dtype = torch.float32 if dtype == "float32" else torch.bfloat16
+            model = copy.deepcopy(reference_fp32).to(device=device, dtype=torch_dtype)
+
+            @torch.inference_mode()
+            def run(model=model):
+                return model.generate(ids, generation_config=gen_config, attention_mask=torch.ones_like(ids))
+
+            logits_fn, per_token, kernel = (lambda x, model=model: model(x).logits), weight_bytes_per_token(model), "-"
+        else:
+            model = base if dtype == "float32" else llmlab.load("smollm2-135m", device=device, dtype=dtype)[0]
+            run = (lambda model=model: generate(model, ids, NEW_TOKENS))
+            logits_fn, per_token = (lambda x, model=model: model(x)), llmlab_bytes_per_token(model)
+            kernel = kernel_note(getattr(model, "quantization", None))
+        run()                                                           # warm-up
+        tps = NEW_TOKENS / timed(run, device, repeats)
+        agree = float((top1(logits_fn, full, T) == truth).float().mean())
+        bound = bandwidth / per_token
+        rows.append((library, dtype, tps, per_token, bound, agree, kernel))
+        if library == "llmlab" and agree >= 0.97 and tps > fastest[0]:
+            fastest = (tps, dtype, model)
+        if model is not base and model is not fastest[2]:
+            del model
+
+    print(f"\n== {device.type}: every configuration, {NEW_TOKENS} new tokens, greedy (median of {repeats}); "
+          f"bandwidth {bandwidth / 1e9:.1f} GB/s (fastest matrix-vector read, float32 or bf16) ==")
+    print(f"  {'library':13}{'dtype':9}{'tokens/s':>9}{'MB/token':>10}{'bound':>8}{'of bound':>9}"
+          f"{'top-1 vs llmlab fp32':>22}  kernel")
+    for library, dtype, tps, per_token, bound, agree, kernel in rows:
+        print(f"  {library:13}{dtype:9}{tps:9.1f}{per_token / 1e6:10.1f}{bound:8.1f}{tps / bound:9.0%}"
+              f"{agree:22.1%}  {kernel}")
+    best_theirs = max(r[2] for r in rows if r[0] == "transformers")
+    if fastest[2] is not None:
+        print(f"  fastest llmlab with top-1 >= 97%: {fastest[1]} at {fastest[0]:.1f} tokens/s = "
+              f"{fastest[0] / best_theirs:.2f}x transformers' fastest (target >= 1.5x)")
+    return fastest
 
 
 def main():
@@ -166,6 +281,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="also profile llmlab's decode loop")
     parser.add_argument("--cpu-only", action="store_true")
+    parser.add_argument("--no-profile", action="store_true", help="skip the profile of the fastest configuration")
     args = parser.parse_args()
 
     import transformers
@@ -181,16 +297,24 @@ def main():
           f"(transformers {transformers.__version__}, torch {torch.__version__})")
     ids = torch.tensor([tokenizer.encode(PROMPT)])
 
+    reference_fp32 = copy.deepcopy(reference)
     bench_device(model, reference, ids, torch.device("cpu"), torch.float32, args.repeats)
     if args.profile:
         profile_decode(model, ids, torch.device("cpu"))
+    devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         cuda = torch.device("cuda")
+        devices.append(cuda)
         print(f"\nGPU: {torch.cuda.get_device_name()}")
         for dtype in (torch.float32, torch.bfloat16):
             bench_device(model, reference, ids, cuda, dtype, args.repeats)
         if args.profile:
             profile_decode(model.to(cuda, torch.bfloat16), ids, cuda)
+    for device in devices:
+        tps, dtype, fastest = dtype_table(reference_fp32, ids, device, args.repeats)
+        if fastest is not None and not args.no_profile:
+            print(f"\n(profile of the fastest llmlab configuration: {dtype})")
+            profile_decode(fastest, ids, device)
 
 
 if __name__ == "__main__":
