@@ -1,0 +1,206 @@
+"""Comparing what the learner's function returned with what was expected.
+
+expect_tensor and expect_equal raise Mistake with a message that names the input, the expected and
+the returned value and, when the answer equals a known wrong variant, the mistake behind it.
+
+>>> describe(torch.tensor([[1.0, 0.5], [0.25, 2.0]]), "x")
+'x = tensor([[1., 0.5], [0.25, 2.]])'
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from llmlab.exercises.results import Mistake
+
+if TYPE_CHECKING:
+    from llmlab.exercises.core import Learner
+
+
+def describe(value, name: str | None = None) -> str:
+    """A short readable description: small tensors are printed, big ones by shape and dtype."""
+    prefix = f"{name} = " if name else ""
+    if isinstance(value, torch.Tensor):
+        if value.numel() == 0:
+            return f"{prefix}an empty tensor of shape {tuple(value.shape)}"
+        if value.numel() <= 12:
+            with torch.no_grad():
+                shown = _tensor_str(value)
+            return f"{prefix}{shown}"
+        return f"{prefix}a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)) and len(value) > 16:
+        return f"{prefix}a {type(value).__name__} of {len(value)} items starting {list(value[:8])}"
+    if callable(value) and not isinstance(value, (int, float)):
+        return f"{prefix}{getattr(value, '__name__', 'a function')}"
+    text = repr(value)
+    return prefix + (text if len(text) <= 200 else text[:200] + " ...")
+
+
+def _tensor_str(t: torch.Tensor) -> str:
+    t = t.detach().cpu()
+    if t.dtype == torch.bool or not t.is_floating_point():
+        return f"tensor({t.tolist()})"
+    values = [_num(v) for v in t.flatten().tolist()]
+    nested = _nest(values, list(t.shape))
+    return f"tensor({nested})"
+
+
+def _num(v: float) -> str:
+    if math.isnan(v) or math.isinf(v):
+        return str(v)
+    text = f"{v:.4g}"
+    return text if any(c in text for c in ".en") else text + "."  # 1000. reads as a float, 1000 as an int
+
+
+def _nest(values: list[str], shape: list[int]) -> str:
+    if not shape:
+        return values[0]
+    if len(shape) == 1:
+        return "[" + ", ".join(values) + "]"
+    step = len(values) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+
+
+def expect_tensor(learner: Learner, got, expected: torch.Tensor, *, mistakes: list | tuple = (),
+                  nonfinite_hint: str = "", atol: float = 1e-5, rtol: float = 1e-4, what: str = "") -> None:
+    """Raise Mistake unless `got` is a tensor equal to `expected` (same shape, same values, -inf
+    where expected has -inf). `mistakes` is a list of (hint, wrong_value): when `got` matches a
+    known wrong answer, the hint names that mistake."""
+    context = learner.last_call + (f" ({what})" if what else "")
+    expected = expected.detach().cpu()
+    if expected.dim() == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
+        got = torch.tensor(float(got))  # a plain Python number is fine for a scalar answer
+    if isinstance(got, (tuple, list)):
+        raise Mistake(f"{context} returned a {type(got).__name__} of {len(got)} items; expected one tensor "
+                      f"of shape {tuple(expected.shape)}.")
+    if not isinstance(got, torch.Tensor):
+        tip = " Use torch operations (or torch.from_numpy) so the result is a torch.Tensor." \
+            if type(got).__module__.startswith("numpy") else ""
+        raise Mistake(f"{context} returned {type(got).__name__} ({describe(got)}); expected a torch.Tensor of "
+                      f"shape {tuple(expected.shape)}.{tip}")
+    got = got.detach().cpu()
+    hint = _match_mistake(got, expected, mistakes, atol, rtol)
+    if tuple(got.shape) != tuple(expected.shape):
+        raise Mistake(f"{context} returned shape {tuple(got.shape)}; expected shape {tuple(expected.shape)}."
+                      + (f"\nHint: {hint}" if hint else ""))
+    if expected.dtype == torch.bool and got.dtype != torch.bool:
+        raise Mistake(f"{context} returned dtype {got.dtype}; expected a boolean tensor (torch.bool, "
+                      "True/False values). Compare with `>=`/`<=` or call .bool()."
+                      + (f"\nHint: {hint}" if hint else ""))
+    if expected.is_floating_point() and not got.is_floating_point():
+        raise Mistake(f"{context} returned dtype {got.dtype}; expected a floating-point tensor. "
+                      "Integer tensors cannot hold fractions: convert with .float().")
+    if not expected.is_floating_point() and expected.dtype != torch.bool and got.is_floating_point():
+        raise Mistake(f"{context} returned dtype {got.dtype}; expected integers ({expected.dtype}).")
+    if got.is_floating_point() and expected.is_floating_point():
+        bad = torch.isnan(got) | (torch.isinf(got) & ~torch.isinf(expected))
+        if bad.any() and not (torch.isnan(expected) | torch.isinf(expected))[bad].all():
+            where = tuple(int(i) for i in bad.nonzero()[0])
+            # the overflow hint only where exp() could overflow: some input is beyond e^88 in float32
+            overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args) else ""
+            nan = NAN_HINT if torch.isnan(got[where]) else INF_HINT
+            raise Mistake(f"{context} returned {got[where].item()} at index {where} where {expected[where].item():.6g} "
+                          f"was expected.\nHint: {overflow or hint or nan}")
+    if _close(got, expected, atol, rtol).all():
+        return
+    raise Mistake(f"{context} returned wrong values.\n{_difference(got, expected, atol, rtol)}"
+                  + _dtype_note(got, expected) + (f"\nHint: {hint}" if hint else ""))
+
+
+NAN_HINT = ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf - inf, 0 * inf, or the square "
+            "root or log of a negative number in your code.")
+INF_HINT = "an infinite value came out of finite inputs. Look for a division by zero or exp() of a large number."
+
+
+def _has_large_values(args) -> bool:
+    """True when some input could overflow exp() in float32 (|value| > 80)."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            finite = a[torch.isfinite(a)]
+            if finite.numel() and finite.abs().max() > 80:
+                return True
+        elif isinstance(a, float) and math.isfinite(a) and abs(a) > 80:
+            return True
+    return False
+
+
+def _dtype_note(got: torch.Tensor, expected: torch.Tensor) -> str:
+    if got.dtype == expected.dtype:
+        return ""
+    note = f"\n  Your result has dtype {got.dtype}; the expected result is {expected.dtype}."
+    if got.dtype in (torch.bfloat16, torch.float16):
+        note += (f" {str(got.dtype).replace('torch.', '')} keeps only about {3 if got.dtype == torch.bfloat16 else 4} "
+                 "significant digits: compute in float32 (call .float() on the inputs, or do not convert them).")
+    return note
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    if expected.dtype == torch.bool or not expected.is_floating_point():
+        return got.to(expected.dtype) == expected
+    got, expected = got.double(), expected.double()
+    same = (got == expected) | (got.isnan() & expected.isnan())  # -inf == -inf; NaN matches NaN
+    finite = torch.isfinite(got) & torch.isfinite(expected)
+    near = (got - expected).abs() <= atol + rtol * expected.abs()
+    return same | (finite & near)
+
+
+def _match_mistake(got, expected, mistakes, atol, rtol) -> str:
+    for hint, wrong in mistakes:
+        if wrong is None:
+            continue
+        wrong = wrong.detach().cpu() if isinstance(wrong, torch.Tensor) else torch.as_tensor(wrong)
+        if tuple(wrong.shape) != tuple(got.shape):
+            continue
+        if wrong.dtype == torch.bool and got.dtype != torch.bool:
+            continue
+        try:
+            if tuple(wrong.shape) == tuple(expected.shape) and _close(wrong, expected, atol, rtol).all():
+                continue  # on this input the mistake gives the right answer: no evidence
+            if _close(got, wrong, atol, rtol).all():
+                return hint
+        except (RuntimeError, TypeError):
+            continue
+    return ""
+
+
+def _difference(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
+    if expected.numel() <= 12:
+        return f"  expected: {_tensor_str(expected)}\n  got:      {_tensor_str(got)}"
+    wrong = ~_close(got, expected, atol, rtol)
+    where = tuple(int(i) for i in wrong.nonzero()[0])
+    show = (lambda t: str(t[where].item())) if not expected.is_floating_point() else (lambda t: _num(float(t[where])))
+    lines = [f"  {int(wrong.sum())} of {wrong.numel()} values differ; first at index {where}: "
+             f"expected {show(expected)}, got {show(got)}."]
+    if expected.is_floating_point():
+        finite = torch.isfinite(expected) & torch.isfinite(got)
+        if finite.any():
+            diff = (got.double() - expected.double()).abs()[finite].max().item()
+            lines.append(f"  largest |difference| {diff:.4g}.")
+    return "\n".join(lines)
+
+
+def expect_equal(learner: Learner, got, expected, *, mistakes: list | tuple = (), what: str = "") -> None:
+    """Raise Mistake unless `got == expected` for plain Python values (ints, lists, dicts)."""
+    context = learner.last_call + (f" ({what})" if what else "")
+    if isinstance(got, torch.Tensor) and got.numel() == 1 and isinstance(expected, (int, float)):
+        got = got.item()
+    if type(expected) is list and isinstance(got, tuple):
+        got = list(got)
+    if got == expected and (type(got) is type(expected) or isinstance(expected, (int, float))):
+        return
+    hint = next((h for h, wrong in mistakes if wrong != expected and got == wrong), "")
+    if type(got) is not type(expected) and not (isinstance(expected, (int, float)) and isinstance(got, (int, float))):
+        raise Mistake(f"{context} returned a {type(got).__name__} ({describe(got)}); expected a "
+                      f"{type(expected).__name__}: {describe(expected)}." + (f"\nHint: {hint}" if hint else ""))
+    raise Mistake(f"{context} returned wrong values.\n  expected: {describe(expected)}\n  got:      {describe(got)}"
+                  + (f"\nHint: {hint}" if hint else ""))
+
+
+def maybe(make):
+    """make() or None if it fails: for wrong variants that only exist for some input shapes."""
+    try:
+        return make()
+    except Exception:
+        return None
