@@ -621,3 +621,20 @@ def test_tokens_are_reachable_with_the_keyboard(tmp_path):
     assert out["roles"] == ["listbox", "option", "0"]
     assert out["moved"] == 'toy · token 2 · id 3 · "c"' and out["focused"] == out["moved"]
     assert out["pinned"] == 'toy · token 2 · id 3 · "c" [pinned]'
+
+
+def test_every_view_is_importable_from_the_package_and_from_views():
+    """The views live in one module per topic; llmlab.visualization and .views name the same objects."""
+    import llmlab.visualization as package
+    from llmlab.visualization import attention_views, sampling_views, table_views, token_views, views
+
+    homes = {"AttentionView": attention_views, "MaskView": attention_views, "mask_view": attention_views,
+             "informative_row": attention_views, "LensView": table_views, "SimilarityView": table_views,
+             "TokensView": token_views, "BPEMergeView": token_views, "looks_like_text": token_views,
+             "SamplingView": sampling_views}
+    assert sorted(views.__all__) == sorted(homes)
+    for name, home in homes.items():
+        assert getattr(views, name) is getattr(home, name), name
+        assert getattr(home, name).__module__ == home.__name__, name
+        if name in package.__all__:
+            assert getattr(package, name) is getattr(home, name), name

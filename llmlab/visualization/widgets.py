@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import torch
 
+from llmlab.visualization.attention_views import AttentionView
 from llmlab.visualization.html import read_asset
-from llmlab.visualization.views import AttentionView, LensView, SamplingView, TokensView
+from llmlab.visualization.sampling_views import SamplingView
+from llmlab.visualization.table_views import LensView
+from llmlab.visualization.token_views import TokensView
 
 
 def _page(inner: str) -> str:
