@@ -234,3 +234,25 @@ def test_mean_ci_brackets_the_mean_and_shrinks_with_more_values():
     assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
     with pytest.raises(ValueError, match="at least 2 values"):
         mean_ci([1.0])
+
+
+def test_induction_scores_by_hand():
+    """On a tiny model, the score of every head equals the attention weight read off the captured
+    pattern by hand at (t, t - L + 1), averaged; and an evenly spreading head scores induction_chance."""
+    from llmlab.inspection import capture, induction_chance, induction_scores
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("tiny-llama")).eval()
+    L, n = 6, 3
+    scores = induction_scores(model, length=L, n_sequences=n, seed=5)
+    assert scores.shape == (model.config.n_layers, model.config.n_heads)
+    g = torch.Generator().manual_seed(5)
+    halves = torch.stack([torch.randperm(model.config.vocab_size, generator=g)[:L] for _ in range(n)])
+    ids = torch.cat([halves, halves], dim=1)
+    _, cache = capture(model, None, ids, names=["blocks.1.attn.hook_pattern"])
+    pattern = cache["blocks.1.attn.hook_pattern"]                       # (n, heads, 2L, 2L)
+    by_hand = sum(pattern[:, :, t, t - L + 1] for t in range(L, 2 * L - 1)) / (L - 1)
+    torch.testing.assert_close(scores[1], by_hand.mean(0))
+    assert induction_chance(L) == pytest.approx(sum(1 / (t + 1) for t in range(L, 2 * L - 1)) / (L - 1))
+    with pytest.raises(ValueError, match="length"):
+        induction_scores(model, length=1)

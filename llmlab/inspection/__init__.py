@@ -7,7 +7,8 @@ any device."""
 from llmlab.checks import resolve_layer
 from llmlab.hooks import hook_name
 from llmlab.inspection.causal import (
-    SITES, AttributionResult, TraceResult, causal_trace, direct_logit_attribution, logit_diff,
+    SITES, AttributionResult, TraceResult, causal_trace, direct_logit_attribution, induction_chance,
+    induction_scores, logit_diff,
 )
 from llmlab.inspection.capture import (
     ActivationCache, as_ids, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
@@ -32,6 +33,7 @@ __all__ = [
     "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
     "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
-    "SITES", "AttributionResult", "TraceResult", "causal_trace", "direct_logit_attribution", "logit_diff",
+    "SITES", "AttributionResult", "TraceResult", "causal_trace", "direct_logit_attribution", "induction_chance",
+    "induction_scores", "logit_diff",
     "ProbeResult", "control_labels", "mean_ci", "probe_accuracy", "probe_with_control", "train_probe",
 ]

@@ -215,3 +215,37 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
     logits = model.lm_head(model.final_norm(h.to(model.dtype))).double()
     logit = float(logits[target] - (logits[minus].mean() if minus else 0.0))
     return AttributionResult(labels, contributions.float().cpu(), bias, logit, float(scale), target)
+
+
+def induction_scores(model, length: int = 15, n_sequences: int = 100, seed: int = 0,
+                     vocab: int | None = None) -> torch.Tensor:
+    """(layers, heads): how much each head attends the way a copying ("induction") head does.
+
+    The input is `n_sequences` runs of `length` distinct random token ids, each followed by itself.
+    At position t of the second copy, an induction head looks at the token right after the earlier
+    occurrence of the current token, i.e. at t - length + 1. The score is the attention weight there,
+    averaged over the second copy's positions and the sequences; attention spread evenly over the
+    visible positions would score about the mean of 1 / (t + 1) (see `induction_chance`).
+
+    Random ids (drawn from the first `vocab` ids, default the whole vocabulary) carry no meaning, so
+    a high score is copying by position, not knowledge of the tokens.
+    """
+    vocab = model.config.vocab_size if vocab is None else vocab
+    if not 2 <= length <= vocab:
+        raise ValueError(f"length must be between 2 and the number of ids drawn from ({vocab}); got {length}.")
+    if n_sequences < 1:
+        raise ValueError(f"n_sequences must be at least 1; got {n_sequences}.")
+    generator = torch.Generator().manual_seed(seed)
+    halves = torch.stack([torch.randperm(vocab, generator=generator)[:length] for _ in range(n_sequences)])
+    doubled = torch.cat([halves, halves], dim=1)                                  # (n, 2 * length)
+    names = [hook_name(i, "attn.pattern") for i in range(model.config.n_layers)]
+    _, cache = capture(model, None, doubled, names=names)
+    second = torch.arange(length, 2 * length - 1)                                  # queries in the second copy
+    scores = [cache[name][:, :, second, second - length + 1].float().mean(dim=(0, 2)) for name in names]
+    return torch.stack(scores).cpu()                                               # (layers, heads)
+
+
+def induction_chance(length: int = 15) -> float:
+    """The induction score of a head that spreads its attention evenly over the visible positions."""
+    second = torch.arange(length, 2 * length - 1)
+    return (1 / (second + 1).float()).mean().item()
