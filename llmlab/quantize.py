@@ -75,9 +75,9 @@ def quantize_int4(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, to
     return q.reshape(out_features, in_features).to(torch.uint8), s, z
 
 
-def share_on_4bit_grid(w: torch.Tensor, group: int = GROUP) -> float:
+def share_on_4bit_grid(w: torch.Tensor, group: int = GROUP, quantized=None) -> float:
     """The share of groups of `w` that int4 stores exactly (1.0 for a matrix read from a 4-bit file)."""
-    q, s, z = quantize_int4(w, group)
+    q, s, z = quantize_int4(w, group) if quantized is None else quantized
     error = (dequantize_int4(q, s, z) - w.detach().float()).abs().reshape(*s.shape, group).amax(dim=-1)
     return (error <= 1e-5 * w.detach().abs().amax().clamp(min=1e-12)).float().mean().item()
 
@@ -121,10 +121,10 @@ class Int8Linear(nn.Module):
 class Int4Linear(nn.Module):
     """A Linear layer whose weight is stored in 4 bits, groups of 32 along the input."""
 
-    def __init__(self, linear: nn.Linear, group: int = GROUP):
+    def __init__(self, linear: nn.Linear, group: int = GROUP, quantized=None):
         super().__init__()
         self.in_features, self.out_features, self.group = linear.in_features, linear.out_features, group
-        q, s, z = quantize_int4(linear.weight, group)
+        q, s, z = quantize_int4(linear.weight, group) if quantized is None else quantized
         device = linear.weight.device
         self.register_buffer("q", q.to(device))                          # (out, in) uint8, values 0..15
         self.register_buffer("scale", s.to(device))                      # (out, n_groups)
@@ -251,13 +251,13 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
     promoted = []
     for name, linear in linears:
         kind = (head or dtype) if name == "lm_head" else dtype
-        if kind == "int4" and exact_only and linear.in_features % GROUP == 0 and \
-                share_on_4bit_grid(linear.weight) < 0.999:
-            kind = "int8"                            # finer than 4 bits in the file: a 4-bit copy would lose it
-            promoted.append(name)
         if name in keep or kind == "float" or (kind == "int4" and linear.in_features % GROUP):
             continue                                 # int4 groups need in % 32 == 0; else the float weight stays
-        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
+        quantized = quantize_int4(linear.weight) if kind == "int4" else None
+        if kind == "int4" and exact_only and share_on_4bit_grid(linear.weight, quantized=quantized) < 0.999:
+            kind = "int8"                            # finer than 4 bits in the file: a 4-bit copy would lose it
+            promoted.append(name)
+        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear, quantized=quantized)
         layer.kernel = kernel_for(kind)
         bytes_before += linear.weight.numel() * linear.weight.element_size()
         bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if kind == "int8" else
