@@ -607,6 +607,18 @@ WRONG += WRONG_05_09
 RIGHT.update(RIGHT_00_04)
 WRONG += WRONG_00_04
 
+# Chapter 10b (how the weights are stored): its solutions live with the chapter's own tests.
+from test_chapter_10b import (int8_by_128, int8_per_tensor, int8_right, int8_truncate, q4_1_high_first,  # noqa: E402
+                              q4_1_interleaved, q4_1_no_min, q4_1_right)
+
+RIGHT.update({"dequantize_q4_1": q4_1_right, "quantize_int8_rows": int8_right})
+WRONG += [("dequantize_q4_1", q4_1_interleaved, ["interleaved"]),
+          ("dequantize_q4_1", q4_1_no_min, ["forgot the minimum"]),
+          ("dequantize_q4_1", q4_1_high_first, ["high nibbles first"]),
+          ("quantize_int8_rows", int8_truncate, ["rounding vs truncation"]),
+          ("quantize_int8_rows", int8_per_tensor, ["per-tensor instead of per-row"]),
+          ("quantize_int8_rows", int8_by_128, ["127"])]
+
 
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]
