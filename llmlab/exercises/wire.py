@@ -62,6 +62,8 @@ def encode(value, depth: int = 0):
         return {"t": kind.__name__ if value is not None else "none", "v": value}
     if kind is float:
         return {"t": "float", "v": repr(value)}  # repr keeps nan, inf and every bit of the value
+    if kind is bytes:                             # raw file bytes, e.g. one GGUF block
+        return {"t": "bytes", "v": base64.b64encode(value).decode("ascii")}
     if kind is torch.Tensor or kind is torch.nn.Parameter:
         return _encode_tensor(value)
     if kind in (list, tuple) or isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple -> tuple
@@ -121,6 +123,11 @@ def decode(data, depth: int = 0, functions: bool = False):
         return value
     if kind == "float":
         return float(str(data.get("v")))
+    if kind == "bytes":
+        try:
+            return base64.b64decode(str(data.get("v")), validate=True)
+        except ValueError:
+            raise WireError("malformed bytes") from None
     if kind in ("tensor", "ndarray"):
         t = _decode_tensor(data)
         return t.numpy() if kind == "ndarray" and t.dtype != torch.bfloat16 else t
