@@ -7,6 +7,7 @@ from collections import Counter
 import torch
 import torch.nn.functional as F
 
+from llmlab.tokenization.bpe import merge
 from llmlab.exercises.core import Learner, Mistake, expect_equal, expect_tensor, generator, maybe
 
 BPE_CASES = [
@@ -151,7 +152,7 @@ def _encode_latest_first(ids, merges):
         if not present:
             return ids
         pair = max(present, key=merges.get)
-        ids = _merge_all(ids, pair, merges[pair])
+        ids = merge(ids, pair, merges[pair])
 
 
 def _encode_one_round(ids, merges):
@@ -159,7 +160,7 @@ def _encode_one_round(ids, merges):
     if not present:
         return list(ids)
     pair = min(present, key=merges.get)
-    return _merge_all(list(ids), pair, merges[pair])
+    return merge(list(ids), pair, merges[pair])
 
 
 def _encode_single_pass(ids, merges):
@@ -173,17 +174,6 @@ def _encode_single_pass(ids, merges):
             i += 1
     return out
 
-
-def _merge_all(ids, pair, new_id):
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
 
 
 def _trained_case(text: str, n_merges: int):
