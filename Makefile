@@ -6,9 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.llmlab-installed
 
-.PHONY: book test env models assets fonts figures glossary browser benchmarks clean
+.PHONY: book test env models fonts figures glossary browser benchmarks clean
 
-book: env models assets fonts figures glossary
+book: env models fonts figures glossary
 	$(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 
@@ -29,10 +29,6 @@ $(STAMP): requirements.txt pyproject.toml
 # Convert the two GGUF models once into llmlab's cache ($$LLMLAB_CACHE, default ~/.cache/llmlab).
 models: env
 	$(PY) scripts/provision_models.py
-
-# MathJax from npm, so the built book needs no CDN.
-assets:
-	bash scripts/vendor_assets.sh
 
 # A CJK font, so that figures with Chinese labels render (Debian's fonts-noto-cjk).
 fonts:

@@ -4,8 +4,8 @@
   practise/<chapter>.ipynb (the student copy written by scripts/make_practise.py). The theme builds
   the menu at priority 501; this handler runs after it.
 - A lighter site: the theme ships Font Awesome twice (a 1.5 MB script that swaps icons for SVG, and
-  the same icons as CSS with web fonts). The pages keep the CSS and drop the script. Source maps,
-  MathJax bundles the pages never load, and legacy font formats are not copied into the site.
+  the same icons as CSS with web fonts). The pages keep the CSS and drop the script. Source maps
+  and legacy font formats are not copied into the site. (Formulas are MathML: _ext/llmlab_math.py.)
 - ``{llmlab-environment}``: a table of what this build ran on (versions, CPU, GPU, model files with
   their sha256), written by the build itself into the build report.
 """
@@ -23,10 +23,6 @@ from sphinx.util.docutils import SphinxDirective
 
 FONTAWESOME_SCRIPT = re.compile(r'<script[^>]*src="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*></script>\s*'
                                 r'|<link[^>]*href="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*>\s*')
-# MathJax: the pages load es5/tex-chtml.js, which fetches TeX extensions, the CHTML fonts and the
-# menu's pieces from these folders when a page needs them. Everything else in es5/ is another bundle.
-MATHJAX_KEEP = ("tex-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "output/chtml/fonts/tex.js",
-                "ui", "a11y", "adaptors", "latest.js")
 
 
 def add_practise_link(app, pagename, templatename, context, doctree):
@@ -50,10 +46,6 @@ def add_practise_link(app, pagename, templatename, context, doctree):
             break
 
 
-def _keep_mathjax(relative: str) -> bool:
-    return any(relative == keep or relative.startswith(keep + "/") for keep in MATHJAX_KEEP)
-
-
 def lighten_site(app, exception):
     if exception is not None or app.builder.format != "html":
         return
@@ -70,14 +62,6 @@ def lighten_site(app, exception):
     for folder in (static / "vendor").glob("*"):     # left over from an earlier build's vendored files
         if folder.is_dir() and folder.name != "fontawesome" and not (vendored / folder.name).exists():
             shutil.rmtree(folder)
-    es5 = static / "vendor" / "mathjax" / "es5"
-    if es5.is_dir():
-        for path in sorted(es5.rglob("*"), reverse=True):
-            relative = path.relative_to(es5).as_posix()
-            if path.is_file() and not _keep_mathjax(relative):
-                path.unlink()
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
     # Browsers take the first format they support in an @font-face list: woff2 (then woff) everywhere
     # today; .eot, .ttf and .svg copies are for browsers older than the rest of the page supports.
     for path in (static / "vendor" / "fontawesome" / "webfonts").glob("*"):

@@ -89,11 +89,28 @@ def test_built_html_loads_nothing_from_the_network():
     assert not offenders, "remote scripts or stylesheets in the built book:\n" + "\n".join(offenders)
 
 
-def test_vendored_assets_are_used():
-    page = built("chapters/00_setup")
-    assert "_static/vendor/mathjax/es5/tex-chtml.js" in page
-    assert (HTML / "_static" / "vendor" / "mathjax" / "es5" / "tex-chtml.js").exists()
-    assert "fontawesome.js" not in page, "the icons come from the theme's CSS; its 1.5 MB script is dropped"
+def test_formulas_are_mathml_and_no_math_script_is_loaded():
+    page = built("chapters/05_self_attention")
+    assert page.count("<math ") > 50, "chapter 5's formulas should be MathML, written when the book is built"
+    assert "\\(" not in page and "\\[" not in page, "a formula was left as raw LaTeX"
+    for html_page in all_built_pages():
+        text = html_page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+mathjax", text, re.I), f"{html_page.name} still loads MathJax"
+        assert "fontawesome.js" not in text, "the icons come from the theme's CSS; its 1.5 MB script is dropped"
+    assert not (HTML / "_static" / "vendor" / "mathjax").exists()
+
+
+def test_math_converter_refuses_what_it_cannot_draw(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "_ext"))
+    import llmlab_math
+
+    warnings = []
+    monkeypatch.setattr(llmlab_math.logger, "warning", lambda message, **_: warnings.append(message))
+    assert "<mi>softmax</mi>" in llmlab_math.to_mathml(r"\operatorname{softmax}(x)", "inline")
+    assert "<mtable" in llmlab_math.to_mathml("\\begin{aligned} a &= b \\\\ c &= d \\end{aligned}", "block")
+    assert not warnings
+    llmlab_math.to_mathml(r"\notacommand{x}", "inline")
+    assert warnings and "notacommand" in warnings[0]
 
 
 def site_bytes(path: Path) -> int:
@@ -132,10 +149,9 @@ def test_the_site_is_light():
     sizes = {page.name: page_bytes(page) for page in sorted((HTML / "chapters").glob("*.html"))}
     heaviest = max(sizes, key=sizes.get)
     print(f"heaviest chapter page with what it loads: {heaviest} {sizes[heaviest] / 2**20:.2f} MiB")
-    # Goal: 2.5 MiB. Not reached yet: MathJax (1.1 MiB), the theme's CSS (0.4 MiB) and its search index
-    # (0.2 MiB) load on every page before the chapter's own HTML, figures and views. This bound keeps
-    # what was won (pages loaded about 4 MiB before the Font Awesome script and widget manager went).
-    assert sizes[heaviest] < 3.5 * 2**20, sizes
+    # The theme's CSS and icon fonts (0.7 MiB) and its search index (0.2 MiB) load on every page;
+    # formulas are MathML (no MathJax), so the rest is the chapter's own HTML, figures and views.
+    assert sizes[heaviest] < 2.5 * 2**20, sizes
 
 def test_every_chapter_has_a_colab_link_to_its_notebook():
     base = CONFIG["repository"]["url"].removeprefix("https://github.com/")

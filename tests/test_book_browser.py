@@ -1,5 +1,6 @@
 """Open built pages of the book in headless Chromium with the network closed and look at them."""
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -8,13 +9,18 @@ from browser import open_in_browser, read_png
 
 HTML = Path(__file__).resolve().parents[1] / "_build" / "html"
 
+# How many MathML formulas the browser drew with a size (the formulas are written at build time).
+DRAWN_MATH = ("Array.prototype.filter.call(document.querySelectorAll('math'), function (m) {"
+              " var r = m.getBoundingClientRect(); return r.width > 0 && r.height > 0; }).length")
+
 # After the page's scripts ran: switch the mask view to its second mask (the sliding window), point
 # at the last query's cell and read the readout back. The view's script runs in the page, with no
 # kernel behind it.
 USE_THE_MASK_VIEW = """
 setTimeout(function () {
   var out = document.body.dataset;
-  out.math = document.querySelectorAll('mjx-container').length;
+  out.math = DRAWN_MATH;
+  out.mathAll = document.querySelectorAll('math').length;
   var select = document.querySelector('.llmlab-view select');
   if (!select) { out.error = 'no mask view rendered'; return; }
   select.value = select.options[1].value;
@@ -23,7 +29,7 @@ setTimeout(function () {
   cell.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
   out.readout = document.querySelector('.llmlab-view .llmlab-readout').textContent;
 }, 3000);
-"""
+""".replace("DRAWN_MATH", DRAWN_MATH)
 
 
 def page(name):
@@ -39,7 +45,8 @@ def test_setup_page_typesets_math_and_runs_its_view(tmp_path):
                              width=1200, height=2400, wait_ms=6000)
     assert not result.errors, result.errors
     assert 'data-error=' not in result.dom, result.dom[result.dom.find("data-error"):][:200]
-    assert 'data-math="0"' not in result.dom and "data-math=" in result.dom, "MathJax typeset nothing"
+    drawn, total = (int(re.search(f'data-{key}="(\\d+)"', result.dom).group(1)) for key in ("math", "math-all"))
+    assert drawn == total > 0, f"{drawn} of {total} MathML formulas have a size on the page"
     assert "sliding window of 3" in result.dom and "t7 may attend to t5..t7 (3 positions)" in result.dom, \
         "the mask view did not answer for the sliding window"
     pixels = read_png(shot)
@@ -47,7 +54,7 @@ def test_setup_page_typesets_math_and_runs_its_view(tmp_path):
 
 def test_front_page_typesets_math(tmp_path):
     result = open_in_browser(page("intro.html"), js="setTimeout(function () {"
-                             "document.body.dataset.math = document.querySelectorAll('mjx-container').length;}, 3000);",
+                             "document.body.dataset.math = " + DRAWN_MATH + ";}, 1000);",
                              screenshot=tmp_path / "intro.png", wait_ms=6000)
     assert not result.errors, result.errors
     assert "data-math=" in result.dom and 'data-math="0"' not in result.dom
@@ -68,7 +75,8 @@ setTimeout(function () {
   out.views = views.length;
   out.viewsDrawn = document.querySelectorAll('.llmlab-view[data-rendered="yes"]').length;
   out.widgets = document.querySelectorAll('.jupyter-widgets.widget-container, .jupyter-widgets.widget-inline-hbox, .jupyter-widgets.widget-slider').length;
-  out.math = document.querySelectorAll('mjx-container').length;
+  out.math = DRAWN_MATH;
+  out.mathAll = document.querySelectorAll('math').length;
   var prose = document.querySelector('article').cloneNode(true);   // the text outside code cells
   prose.querySelectorAll('pre, code, script, style, .cell_input').forEach(function (n) { n.remove(); });
   out.rawMath = (prose.textContent.match(/\\$\\$|\\\\frac|\\\\sqrt/g) || []).length;
