@@ -10,7 +10,7 @@ tokens/s <= (bytes/s a matrix-vector product streams from memory) / (weight byte
 
 Then one table per device with every configuration side by side: transformers in float32 and bf16,
 llmlab in every dtype `llmlab.load` offers (float32, bf16, fp16 where the device has fast fp16,
-weight-only int8 and int4). For each: tokens/s, bytes of weights read per token, the bandwidth
+weight-only int8 and int4, with float or bf16 activations). For each: tokens/s, bytes of weights read per token, the bandwidth
 bound, the share of it reached, and the top-1 agreement with llmlab float32 on a teacher-forced
 120-token continuation; for int8/int4 the kernel that llmlab.quantize picked on this machine. Last,
 a torch.profiler summary of the fastest llmlab configuration (--no-profile skips it).
@@ -212,7 +212,8 @@ def llmlab_dtypes(device: torch.device) -> list[str]:
     """Every dtype llmlab.load offers; fp16 only where the device has fast fp16 arithmetic."""
     from llmlab.loading import dtype_cast
 
-    names = ["float32", "bf16"] + (["fp16"] if device.type in ("cuda", "mps") else []) + ["int8", "int4"]
+    names = ["float32", "bf16"] + (["fp16"] if device.type in ("cuda", "mps") else []) + \
+        ["int8", "int4", "int8-bf16", "int4-bf16"]
     offered = []
     for name in names:
         try:
@@ -264,10 +265,10 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
 
     print(f"\n== {device.type}: every configuration, {NEW_TOKENS} new tokens, greedy (median of {repeats}); "
           f"bandwidth {bandwidth / 1e9:.1f} GB/s (fastest matrix-vector read, float32 or bf16) ==")
-    print(f"  {'library':13}{'dtype':9}{'tokens/s':>9}{'MB/token':>10}{'bound':>8}{'of bound':>9}"
+    print(f"  {'library':13}{'dtype':11}{'tokens/s':>9}{'MB/token':>10}{'bound':>8}{'of bound':>9}"
           f"{'top-1 vs llmlab fp32':>22}  kernel")
     for library, dtype, tps, per_token, bound, agree, kernel in rows:
-        print(f"  {library:13}{dtype:9}{tps:9.1f}{per_token / 1e6:10.1f}{bound:8.1f}{tps / bound:9.0%}"
+        print(f"  {library:13}{dtype:11}{tps:9.1f}{per_token / 1e6:10.1f}{bound:8.1f}{tps / bound:9.0%}"
               f"{agree:22.1%}  {kernel}")
     best_theirs = max(r[2] for r in rows if r[0] == "transformers")
     if fastest[2] is not None:

@@ -58,11 +58,16 @@ def test_every_available_kernel_equals_the_dequantized_matmul(kind):
     x = torch.randn(2, 5, 64)
     for kernel in _candidates(kind, torch.device("cpu")):
         layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
-        if kernel == "int4pack":
-            layer.use_packed_kernel()
-        layer.kernel = kernel
         expected = F.linear(x, layer.dequantized(), linear.bias)
-        torch.testing.assert_close(layer(x), expected, rtol=1e-4, atol=1e-4)
+        if kernel.startswith("int4pack"):
+            layer.use_packed_kernel(kernel)
+        layer.kernel = kernel
+        y = layer(x)
+        assert y.dtype == x.dtype, kernel
+        if kernel.endswith("-bf16"):     # activations (and int4 group scales) rounded to bfloat16: 8 bits of mantissa
+            torch.testing.assert_close(y, expected, rtol=0, atol=2e-2 * expected.abs().max().item())
+        else:
+            torch.testing.assert_close(y, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_pick_kernel_times_only_kernels_that_agree():
@@ -116,12 +121,14 @@ def test_real_models_load_quantized_and_agree_with_float(name):
     with torch.no_grad():
         reference = model(ids)[0].argmax(-1)
         del model
-        for dtype in ["int8", "int4"]:
+        for dtype in ["int8", "int4", "int4-bf16"]:
             quantized, _ = llmlab.load(name, dtype=dtype)
             assert quantized.quantization["dtype"] == dtype
             agreement = (quantized(ids)[0].argmax(-1) == reference).float().mean().item()
             print(f"{name} {dtype} ({quantized.quantization['kernel']}): top-1 agreement {agreement:.3f}")
             # int4 keeps the file's own 4-bit grid exactly (and int8 where the file is finer): faithful.
             # int8 per row re-rounds those grids: close, not exact (0.94-0.96 measured on this text).
+            # int4-bf16 rounds the activations too: 0.96-0.98 measured (Gemma is the more sensitive).
             assert agreement >= (0.97 if dtype == "int4" else 0.9), (dtype, agreement)
+            assert quantized.quantization["activations"] == ("bf16" if dtype.endswith("-bf16") else "float")
             del quantized
