@@ -98,7 +98,8 @@ def environment_rows() -> list[tuple[str, str]]:
     try:
         import torch
 
-        rows.append(("torch threads", str(torch.get_num_threads())))
+        rows.append(("torch threads", f"{torch.get_num_threads()} (OMP_WAIT_POLICY="
+                                      f"{os.environ.get('OMP_WAIT_POLICY', 'unset')})"))
         rows.append(("GPU", torch.cuda.get_device_name(0) if torch.cuda.is_available() else
                      "none: every chapter ran on the CPU"))
     except ImportError:
