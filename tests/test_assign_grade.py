@@ -652,3 +652,18 @@ def test_check_inside_a_jupyter_kernel(tmp_path):
     outputs = sub.notebook.cells[1].outputs
     assert [o["output_type"] for o in outputs] == ["display_data"]
     assert "Passed" in outputs[0]["data"]["text/html"]
+
+
+def test_the_sandbox_keeps_torch_threads_from_spinning(monkeypatch):
+    """Graded kernels get OMP_WAIT_POLICY=PASSIVE unless the grader sets its own: with a core taken by
+    another submission, spinning threads stall every parallel operation."""
+    from llmlab.exercises.sandbox import Box
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    box = Box(sandboxed=False)
+    try:
+        assert box.env()["OMP_WAIT_POLICY"] == "PASSIVE"
+        monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+        assert box.env()["OMP_WAIT_POLICY"] == "ACTIVE"
+    finally:
+        shutil.rmtree(box.root, ignore_errors=True)

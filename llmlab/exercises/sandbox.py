@@ -66,6 +66,9 @@ class Box:
                 "TMPDIR": "/tmp" if self.sandboxed else str(self.root / "tmp"), "PYTHONPATH": inside_lib,
                 "MPLBACKEND": "Agg", "LLMLAB_GRADING": "1", "LLMLAB_CACHE": str(self.cache),
                 "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1",
+                # torch's threads wait passively unless the grader says otherwise: submissions graded side
+                # by side share the cores, and spinning threads stall when a core is taken (10x and more)
+                "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
                 **{k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ}}
 
     def wrap(self, cmd: list[str]) -> list[str]:
