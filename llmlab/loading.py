@@ -44,7 +44,8 @@ ACCEPTED_FORMS = (
     "  - a local Hugging Face directory with config.json, *.safetensors and tokenizer.json\n"
     "  - a Hugging Face hub id such as 'gpt2' or 'Qwen/Qwen2.5-0.5B' (needs network access)"
 )
-QUANTIZED_DTYPES = ("int8", "int4", "int8-bf16", "int4-bf16")   # handled by llmlab.quantize, where that module is installed
+# handled by llmlab.quantize, where that module is installed; "-bf16": bf16 activations in the products
+QUANTIZED_DTYPES = ("int8", "int4", "int8-bf16", "int4-bf16")
 
 
 # --------------------------------------------------------------------------- the public entry point
@@ -53,7 +54,8 @@ def load(name_or_path: str | os.PathLike, device=None, dtype=None):
     """Load a model and its tokenizer: ``model, tokenizer = load("smollm2-135m")``.
 
     ``device``: None picks cuda -> mps -> cpu. ``dtype``: None means float32; also "bf16", "fp16",
-    and "int8" / "int4" / "int8-bf16" / "int4-bf16" where ``llmlab.quantize`` is installed (see ``dtype_cast``).
+    and "int8" / "int4" / "int8-bf16" / "int4-bf16" where ``llmlab.quantize`` is installed
+    (see ``dtype_cast``).
     """
     device, cast = get_device(device), dtype_cast(dtype)  # a wrong one fails now, not after a conversion
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
@@ -95,8 +97,7 @@ def dtype_cast(dtype=None):
 
     Float dtypes ("float32", "bf16", "fp16", a torch.dtype; None = float32) cast the weights.
     "int8" and "int4" (and "int8-bf16" / "int4-bf16", with bf16 activations) hand the model to
-    ``llmlab.quantize.quantize_model(model, dtype)``, where
-    that module exists.
+    ``llmlab.quantize.quantize_model(model, dtype)``, where that module exists.
 
     >>> import torch
     >>> dtype_cast("bf16")(torch.nn.Linear(2, 2)).weight.dtype
