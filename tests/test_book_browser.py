@@ -87,7 +87,7 @@ setTimeout(function () {
   out.brokenImages = broken.join(' ');
   out.images = document.querySelectorAll('article img').length;
 }, 4000);
-"""
+""".replace("DRAWN_MATH", DRAWN_MATH)
 
 
 def dataset(dom, key):
@@ -108,6 +108,8 @@ def test_every_page_renders_in_the_browser(name, tmp_path):
     assert not result.errors, result.errors
     assert dataset(result.dom, "broken-images") == "", "images that did not load: " + dataset(result.dom, "broken-images")
     assert dataset(result.dom, "raw-math") == "0", "math left untypeset on the page"
+    drawn_math, all_math = int(dataset(result.dom, "math")), int(dataset(result.dom, "math-all"))
+    assert drawn_math > 0 or all_math == 0, f"none of the {all_math} formulas has a size on the page"
     views, drawn = int(dataset(result.dom, "views")), int(dataset(result.dom, "views-drawn"))
     assert drawn == views, f"only {drawn} of {views} interactive views were drawn by their script"
     if Path(name).name[:2].isdigit() and Path(name).name[:2] != "00":
