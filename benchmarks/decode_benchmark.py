@@ -297,6 +297,9 @@ def main():
     print(f"transformers from the same GGUF file: {time.perf_counter() - start:.1f} s "
           f"(transformers {transformers.__version__}, torch {torch.__version__})")
     ids = torch.tensor([tokenizer.encode(PROMPT)])
+    # How idle OpenMP threads wait changes CPU decode speed a lot (spinning wakes fast; PASSIVE, which
+    # the Makefile sets, survives a busy core but wakes slowly): say which one this run had.
+    print(f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}, {torch.get_num_threads()} CPU threads")
 
     reference_fp32 = copy.deepcopy(reference)
     bench_device(model, reference, ids, torch.device("cpu"), torch.float32, args.repeats)

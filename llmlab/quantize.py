@@ -20,7 +20,10 @@ True
 
 ``quantize_model(model, "int8")`` replaces every ``nn.Linear`` (the LM head included; a tied head
 gets its own quantized copy, the embedding lookup keeps its float table) by a module that holds the
-integers. Which matrix product runs is decided once per device and dtype by timing the candidates
+integers. Where q, k and v (or gate and up) get the same format, they are stacked into one matrix
+first: one product per token instead of three. The quantized LM head recomputes its 32 largest
+logits per position from the float rows (ExactTopHead), so the candidates a decoder picks from
+carry no rounding of the head. Which matrix product runs is decided once per device and dtype by timing the candidates
 on layers of the model's own size, streamed from memory as in a decode step: a fused int8/int4
 kernel where torch has one for the device (with float32 or bfloat16 activations), or "dequantize,
 then multiply" (always available, always exact to the stored integers).
@@ -104,14 +107,23 @@ class Int8Linear(nn.Module):
         self.register_buffer("scale", s.to(device))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
         self.kernel = "dequantize"                  # set by quantize_model after timing the candidates
+        self.register_buffer("kernel_scale", None, persistent=False)
 
     def dequantized(self, dtype=torch.float32) -> torch.Tensor:
         return dequantize_int8(self.q, self.scale).to(dtype)
 
+    def set_kernel(self, kernel: str, dtype=torch.float32) -> None:
+        """Run `kernel` from now on; keep the scales in the dtype it computes in (`dtype`: the activations')."""
+        self.kernel = kernel
+        if kernel.startswith("int8pack"):             # converted once here, not at every call
+            self.register_buffer("kernel_scale", self.scale.to(_compute_dtype(kernel, dtype)), persistent=False)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel.startswith("int8pack"):
             a = x.reshape(-1, self.in_features).to(_compute_dtype(self.kernel, x.dtype))
-            y = torch._weight_int8pack_mm(a, self.q, self.scale.to(a.dtype))
+            scale = self.kernel_scale if self.kernel_scale is not None and self.kernel_scale.dtype == a.dtype \
+                else self.scale.to(a.dtype)
+            y = torch._weight_int8pack_mm(a, self.q, scale)
             y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
         else:
             y = F.linear(x, self.q.to(x.dtype) * self.scale[:, None].to(x.dtype))
@@ -134,22 +146,32 @@ class Int4Linear(nn.Module):
         self.register_buffer("zero", z.to(device))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().float(), requires_grad=False)
         self.kernel = "dequantize"
-        self.packed = None                                                # the fused kernel's own layout
+        self.register_buffer("packed", None, persistent=False)           # the fused kernel's own layout
+        self.register_buffer("scale_zero", None, persistent=False)
 
     def dequantized(self, dtype=torch.float32) -> torch.Tensor:
         return dequantize_int4(self.q, self.scale, self.zero).to(dtype)
 
-    def use_packed_kernel(self, kernel: str = "int4pack") -> None:
-        """Pack the integers two per byte in the layout of torch's CPU int4 kernel (then drop the unpacked copy)."""
+    def use_packed_kernel(self, kernel: str = "int4pack", dtype=torch.float32) -> None:
+        """Pack the integers two per byte in the layout of torch's CPU int4 kernel (the unpacked copy stays
+        until quantize_model drops it); keep the group scales in the dtype the kernel computes in."""
         if self.packed is None:
-            self.packed = torch._convert_weight_to_int4pack_for_cpu(self.q.to(torch.int32), 1)   # (out, in / 2)
-            self.scale_zero = torch.stack([self.scale.t(), self.zero.t()], dim=-1).contiguous()  # (n_groups, out, 2)
+            self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(self.q.to(torch.int32), 1),
+                                 persistent=False)                                        # (out, in / 2)
+        scale_zero = torch.stack([self.scale.t(), self.zero.t()], dim=-1).contiguous()    # (n_groups, out, 2)
+        self.register_buffer("scale_zero", scale_zero.to(_compute_dtype(kernel, dtype)), persistent=False)
+        self.kernel = kernel
+
+    def set_kernel(self, kernel: str, dtype=torch.float32) -> None:
+        if kernel.startswith("int4pack"):
+            self.use_packed_kernel(kernel, dtype)
         self.kernel = kernel
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.kernel.startswith("int4pack"):
             a = x.reshape(-1, self.in_features).to(_compute_dtype(self.kernel, x.dtype))
-            y = torch._weight_int4pack_mm_for_cpu(a, self.packed, self.group, self.scale_zero.to(a.dtype))
+            scale_zero = self.scale_zero if self.scale_zero.dtype == a.dtype else self.scale_zero.to(a.dtype)
+            y = torch._weight_int4pack_mm_for_cpu(a, self.packed, self.group, scale_zero)
             y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
         else:
             y = F.linear(x, self.dequantized(x.dtype))
@@ -196,9 +218,7 @@ TIMING_BYTES = 96 * 2**20    # weights streamed per timed pass: more than any CP
 def _time_kernel(layers: list[nn.Module], kernel: str, x: torch.Tensor, repeats: int = 7) -> float:
     """Seconds per layer for one token through `layers` (distinct copies, so nothing stays in cache)."""
     for layer in layers:
-        if kernel.startswith("int4pack"):
-            layer.use_packed_kernel(kernel)
-        layer.kernel = kernel
+        layer.set_kernel(kernel, x.dtype)
     sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
     with torch.no_grad():
         reference = F.linear(x, layers[0].dequantized(x.dtype))
@@ -242,8 +262,74 @@ def pick_kernel(kind: str, in_features: int, out_features: int, device, dtype=to
 
 # ----------------------------------------------------------------------------- the model
 
+def _fusable_groups(model: nn.Module) -> list[tuple[nn.Module, str, list[str]]]:
+    """(module, fused name, part names) for every attention with separate q/k/v and every gated FFN with
+    separate gate/up: one matrix product instead of three (two) per token, the same arithmetic."""
+    from llmlab.attention import Attention
+    from llmlab.ffn import GatedFeedForward
+
+    groups = []
+    for name, module in model.named_modules():
+        prefix = name + "." if name else ""
+        if isinstance(module, Attention) and not module.fused_qkv:
+            groups.append((module, prefix + "qkv_proj", [prefix + p for p in ("q_proj", "k_proj", "v_proj")]))
+        if isinstance(module, GatedFeedForward) and not module.fused:
+            groups.append((module, prefix + "gate_up_proj", [prefix + p for p in ("gate_proj", "up_proj")]))
+    return groups
+
+
+def _fuse(module: nn.Module, fused_name: str, part_names: list[str], parts: list[nn.Linear]) -> nn.Linear:
+    """Stack the parts' rows into one nn.Linear, drop the parts from `module` and switch it to its
+    fused path (Attention.project_qkv and GatedFeedForward split the output again)."""
+    first = parts[0]
+    fused = nn.Linear(first.in_features, sum(p.out_features for p in parts), bias=first.bias is not None,
+                      device=first.weight.device, dtype=first.weight.dtype)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([p.weight for p in parts]))
+        if first.bias is not None:
+            fused.bias.copy_(torch.cat([p.bias for p in parts]))
+    for name in part_names:
+        delattr(module, name.rsplit(".", 1)[-1])
+    if fused_name.endswith("qkv_proj"):
+        module.fused_qkv = True
+    else:
+        module.fused = True
+    return fused
+
+
+class ExactTopHead(nn.Module):
+    """An integer LM head whose `k` largest logits at each position are recomputed from the float rows.
+
+    Next-token choices (greedy, top-k, top-p) live at the top of the distribution, and there the
+    int8 head's rounding can swap two close candidates. Recomputing the k candidates it ranks highest
+    from the float weights costs k rows (k * d numbers) per position instead of the whole float
+    matrix; logits outside them keep the integer head's error. A tied head reuses the embedding table
+    the model keeps in float for its lookups, so this costs no memory.
+    """
+
+    def __init__(self, quantized: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None, k: int):
+        super().__init__()
+        self.quantized, self.k = quantized, k
+        self.in_features, self.out_features = quantized.in_features, quantized.out_features
+        self.register_buffer("reference", weight.detach(), persistent=False)    # (vocab, d), float
+        self.register_buffer("reference_bias", None if bias is None else bias.detach(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.quantized(x)                                                   # (..., vocab)
+        top = y.topk(min(self.k, self.out_features), dim=-1).indices            # (..., k)
+        rows = self.reference[top].to(x.dtype)                                  # (..., k, d)
+        exact = (rows @ x.unsqueeze(-1)).squeeze(-1)                            # (..., k)
+        if self.reference_bias is not None:
+            exact = exact + self.reference_bias[top].to(exact.dtype)
+        return y.scatter(-1, top, exact.to(y.dtype))
+
+    def extra_repr(self) -> str:
+        return f"exact top {self.k} of {self.out_features}"
+
+
 def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep: tuple = (),
-                   head: str | None = None, exact_only: bool = True) -> nn.Module:
+                   head: str | None = None, exact_only: bool = True, fuse: bool = True,
+                   exact_top: int = 32) -> nn.Module:
     """Replace the nn.Linear layers of `model` by int8 or int4 versions, in place; returns the model.
 
     dtype "int8" / "int4" keeps the activations in the model's float dtype, so the result is exact to
@@ -257,6 +343,9 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
     default), "int4" goes only to matrices that already lie on a 4-bit grid (the Q4 tensors of a
     GGUF file); a matrix the file stores more finely (Q6_K, Q8_0) gets int8 instead, and is listed
     in model.quantization["promoted_to_int8"].
+    fuse=True stacks q/k/v (and gate/up) into one matrix where all parts get the same format: fewer,
+    larger products per token, the same numbers. exact_top=k > 0 makes a quantized LM head an
+    ExactTopHead: its k largest logits per position are recomputed from the float weights (0: off).
     model.quantization records what was done.
     """
     if dtype not in DTYPES:
@@ -266,6 +355,8 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
     activations = activations or "float"
     if head not in (None, "float", *DTYPES):
         raise ValueError(f"quantize_model(head={head!r}): expected None, 'float', 'int8' or 'int4'.")
+    if isinstance(exact_top, bool) or not isinstance(exact_top, int) or exact_top < 0:
+        raise ValueError(f"quantize_model(exact_top={exact_top!r}): expected a number of logits >= 0 (0 = off).")
     if getattr(model, "quantization", None):
         raise ValueError(f"This model is already quantized ({model.quantization['dtype']}); "
                          f"load it again in float32 to quantize it differently.")
@@ -274,9 +365,10 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
         raise ValueError("quantize_model found no nn.Linear layer in this model: nothing to quantize.")
     device = linears[0][1].weight.device
     float_dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    if kernel is not None and kernel not in _candidates(dtype, device):
-        raise ValueError(f"kernel={kernel!r} is not available for {dtype} on {device}; "
-                         f"available: {_candidates(dtype, device)}.")
+    allowed = _kernels_for(dtype, activations, device)
+    if kernel is not None and kernel not in allowed:
+        raise ValueError(f"kernel={kernel!r} is not available for {full_dtype} ({activations} activations) on "
+                         f"{device}; available: {allowed}.")
 
     blocks = [linear for name, linear in linears if name != "lm_head"] or [linears[0][1]]
     biggest = max(blocks, key=lambda linear: linear.weight.numel())
@@ -291,28 +383,45 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
                                                          device, float_dtype, activations)
         return kernels[kind]
 
-    bytes_before = bytes_after = 0
-    promoted = []
+    # What each matrix becomes, decided on the matrices as they are.
+    plan, promoted = {}, []
     for name, linear in linears:
         kind = ((head or dtype) if name == "lm_head" else dtype).partition("-")[0]
         if name in keep or kind == "float" or (kind == "int4" and linear.in_features % GROUP):
             continue                                 # int4 groups need in % 32 == 0; else the float weight stays
-        quantized = quantize_int4(linear.weight) if kind == "int4" else None
-        if kind == "int4" and exact_only and share_on_4bit_grid(linear.weight, quantized=quantized) < 0.999:
+        if kind == "int4" and exact_only and share_on_4bit_grid(linear.weight) < 0.999:
             kind = "int8"                            # finer than 4 bits in the file: a 4-bit copy would lose it
             promoted.append(name)
-        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear, quantized=quantized)
-        layer.kernel = kernel_for(kind)
+        plan[name] = (linear, kind)
+
+    # Stack q/k/v and gate/up where every part gets the same format.
+    fused = []
+    if fuse:
+        for module, fused_name, parts in _fusable_groups(model):
+            if all(p in plan for p in parts) and len({plan[p][1] for p in parts}) == 1 and \
+                    len({plan[p][0].bias is None for p in parts}) == 1:
+                kind = plan[parts[0]][1]
+                linear = _fuse(module, fused_name, parts, [plan.pop(p)[0] for p in parts])
+                plan[fused_name] = (linear, kind)
+                fused.append(fused_name)
+
+    bytes_before = bytes_after = 0
+    for name, (linear, kind) in plan.items():
+        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
+        layer.set_kernel(kernel_for(kind), float_dtype)
         bytes_before += linear.weight.numel() * linear.weight.element_size()
         bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if kind == "int8" else
                         linear.weight.numel() // 2 + layer.scale.numel() * 8)
         if layer.kernel.startswith("int4pack"):
-            layer.use_packed_kernel(layer.kernel)
             layer.q = torch.empty(0, dtype=torch.uint8, device=device)   # the packed copy replaces it
+        if name == "lm_head" and exact_top:
+            layer = ExactTopHead(layer, linear.weight, linear.bias, exact_top)
+            bytes_after += exact_top * linear.in_features * linear.weight.element_size()   # k float rows a token
         parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
         setattr(parent, name.rsplit(".", 1)[-1], layer)
     model.quantization = {"dtype": full_dtype, "activations": activations, "head": head or full_dtype,
-                          "kernel": kernels.get(dtype), "kernels": kernels,
+                          "exact_top": exact_top if "lm_head" in plan else 0,
+                          "kernel": kernels.get(dtype), "kernels": kernels, "fused": fused,
                           "kernel_seconds": times, "promoted_to_int8": promoted, "linear_bytes_before": bytes_before,
                           "linear_bytes_after": bytes_after}
     return model

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import llmlab
-from llmlab.quantize import (Int4Linear, Int8Linear, _candidates, dequantize_int4, dequantize_int8,
+from llmlab.quantize import (ExactTopHead, Int4Linear, Int8Linear, _candidates, dequantize_int4, dequantize_int8,
                              pick_kernel, quantize_int4, quantize_int8, quantize_model)
 
 
@@ -59,9 +59,7 @@ def test_every_available_kernel_equals_the_dequantized_matmul(kind):
     for kernel in _candidates(kind, torch.device("cpu")):
         layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
         expected = F.linear(x, layer.dequantized(), linear.bias)
-        if kernel.startswith("int4pack"):
-            layer.use_packed_kernel(kernel)
-        layer.kernel = kernel
+        layer.set_kernel(kernel, x.dtype)
         y = layer(x)
         assert y.dtype == x.dtype, kernel
         if kernel.endswith("-bf16"):     # activations (and int4 group scales) rounded to bfloat16: 8 bits of mantissa
@@ -81,12 +79,66 @@ def test_quantize_model_replaces_every_linear_and_stays_close():
     with torch.no_grad():
         reference = model(ids)
         n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
-        quantize_model(model, "int8")
+        quantize_model(model, "int8", fuse=False, exact_top=0)
         out = model(ids)
     assert not any(isinstance(m, torch.nn.Linear) for m in model.modules())
     assert sum(isinstance(m, Int8Linear) for m in model.modules()) == n_linear
     assert model.quantization["linear_bytes_after"] < model.quantization["linear_bytes_before"] / 3.5
     assert (out - reference).abs().max() < 0.05 * reference.abs().max()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int4"])
+def test_fused_projections_give_the_same_numbers(dtype):
+    # q/k/v stacked into one matrix and gate/up into another: fewer products per token, same rows.
+    ids = torch.randint(0, 128, (2, 9), generator=torch.Generator().manual_seed(4))
+    separate = quantize_model(tiny_model(), dtype, kernel="dequantize", exact_only=False, fuse=False, exact_top=0)
+    fused = quantize_model(tiny_model(), dtype, kernel="dequantize", exact_only=False, exact_top=0)
+    n_layers = fused.config.n_layers
+    assert len(fused.quantization["fused"]) == 2 * n_layers and not separate.quantization["fused"]
+    assert not hasattr(fused.blocks[0].attn, "q_proj") and fused.blocks[0].attn.fused_qkv
+    assert sum(isinstance(m, (Int8Linear, Int4Linear)) for m in fused.modules()) == \
+        sum(isinstance(m, (Int8Linear, Int4Linear)) for m in separate.modules()) - 3 * n_layers
+    assert fused.quantization["linear_bytes_after"] == separate.quantization["linear_bytes_after"]
+    with torch.no_grad():
+        torch.testing.assert_close(fused(ids), separate(ids), rtol=1e-5, atol=1e-5)
+        # the hook points after the split still see q, k and v
+        seen = {}
+        handle = fused.blocks[1].attn.hook_k.register_forward_hook(lambda m, i, o: seen.setdefault("k", o))
+        fused(ids)
+        handle.remove()
+    assert seen["k"].shape == (2, fused.config.n_kv_heads, 9, fused.config.head_dim)
+
+
+def _final_hidden(model, ids):
+    seen = {}
+    handle = model.hook_final_norm.register_forward_hook(lambda m, i, o: seen.setdefault("h", o))
+    model(ids)
+    handle.remove()
+    return seen["h"]
+
+
+def test_exact_top_head_recomputes_the_top_logits_from_the_float_rows():
+    model = tiny_model()
+    ids = torch.randint(0, 128, (3, 10), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        reference = model(ids)                                             # (3, 10, 128)
+        blocks = tuple(name for name, m in model.named_modules()
+                       if isinstance(m, torch.nn.Linear) and name != "lm_head")
+        quantize_model(model, "int8", kernel="dequantize", keep=blocks, exact_top=8)   # only the head
+        out = model(ids)
+        hidden = _final_hidden(model, ids)
+        top = model.lm_head.quantized(hidden).topk(8, dim=-1).indices     # the 8 the integer head ranks highest
+    assert isinstance(model.lm_head, ExactTopHead) and model.quantization["exact_top"] == 8
+    # those 8 logits are the float head's own values (up to summation order) ...
+    torch.testing.assert_close(out.gather(-1, top), reference.gather(-1, top), rtol=1e-5, atol=1e-5)
+    # ... so the top-1 token is the float model's, at every position
+    assert torch.equal(out.argmax(-1), reference.argmax(-1))
+    # the rest keep the int8 head's error: not the float logits
+    assert not torch.allclose(out, reference, rtol=1e-5, atol=1e-5)
+    plain = quantize_model(tiny_model(), "int8", kernel="dequantize", exact_top=0)
+    assert isinstance(plain.lm_head, Int8Linear) and plain.quantization["exact_top"] == 0
+    with pytest.raises(ValueError, match="exact_top"):
+        quantize_model(tiny_model(), "int8", exact_top=-1)
 
 
 def test_int4_promotes_a_matrix_finer_than_4_bits_to_int8():
@@ -108,6 +160,10 @@ def test_quantize_model_keep_and_errors():
         quantize_model(tiny_model(), "int3")
     with pytest.raises(ValueError, match="not available"):
         quantize_model(tiny_model(), "int8", kernel="int4pack")
+    # a forced kernel must keep the activations the dtype promises: int4 means float activations
+    if "int4pack-bf16" in _candidates("int4", torch.device("cpu")):
+        with pytest.raises(ValueError, match="float activations"):
+            quantize_model(tiny_model(), "int4", kernel="int4pack-bf16")
 
 
 @pytest.mark.slow
