@@ -235,9 +235,12 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
     gen_config = __import__("transformers").GenerationConfig(
         do_sample=False, max_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
 
-    rows, fastest = [], (0.0, None, None)
+    # Every configuration is built first, then timed in rounds (one run of each per round, the median
+    # over rounds kept): a machine that slows down for a minute then slows all of them alike, and the
+    # ratios stay fair. Timed one after the other, a shared machine once made the same code 1.5x or 2.5x.
     configs = [("transformers", "float32"), ("transformers", "bf16")] + \
               [("llmlab", name) for name in llmlab_dtypes(device)]
+    built = []
     for library, dtype in configs:
         if library == "transformers":
             torch_dtype = torch.float32 if dtype == "float32" else torch.bfloat16
@@ -254,16 +257,23 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
             logits_fn, per_token = (lambda x, model=model: model(x)), llmlab_bytes_per_token(model)
             kernel = kernel_note(getattr(model, "quantization", None))
         run()                                                           # warm-up
-        tps = NEW_TOKENS / timed(run, device, repeats)
         agree = float((top1(logits_fn, full, T) == truth).float().mean())
+        built.append((library, dtype, model, run, per_token, agree, kernel))
+    seconds = {(library, dtype): [] for library, dtype, *_ in built}
+    for _ in range(repeats):
+        for library, dtype, _, run, *_ in built:
+            seconds[library, dtype].append(timed(run, device, 1))
+
+    rows, fastest = [], (0.0, None, None)
+    for library, dtype, model, run, per_token, agree, kernel in built:
+        tps = NEW_TOKENS / statistics.median(seconds[library, dtype])
         bound = bandwidth / per_token
         rows.append((library, dtype, tps, per_token, bound, agree, kernel))
         if library == "llmlab" and agree >= 0.97 and tps > fastest[0]:
             fastest = (tps, dtype, model)
-        if model is not base and model is not fastest[2]:
-            del model
 
-    print(f"\n== {device.type}: every configuration, {NEW_TOKENS} new tokens, greedy (median of {repeats}); "
+    print(f"\n== {device.type}: every configuration, {NEW_TOKENS} new tokens, greedy (median of {repeats} "
+          f"interleaved rounds); "
           f"bandwidth {bandwidth / 1e9:.1f} GB/s (fastest matrix-vector read, float32 or bf16) ==")
     print(f"  {'library':13}{'dtype':11}{'tokens/s':>9}{'MB/token':>10}{'bound':>8}{'of bound':>9}"
           f"{'top-1 vs llmlab fp32':>22}  kernel")
@@ -272,8 +282,11 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
               f"{agree:22.1%}  {kernel}")
     best_theirs = max(r[2] for r in rows if r[0] == "transformers")
     if fastest[2] is not None:
+        share = next(tps / bound for library, dtype, tps, _, bound, *_ in rows
+                     if library == "llmlab" and dtype == fastest[1])
         print(f"  fastest llmlab with top-1 >= 97%: {fastest[1]} at {fastest[0]:.1f} tokens/s = "
-              f"{fastest[0] / best_theirs:.2f}x transformers' fastest (target >= 1.5x)")
+              f"{fastest[0] / best_theirs:.2f}x transformers' fastest (target >= 1.5x), "
+              f"{share:.0%} of its bandwidth bound (target >= 80%)")
     return fastest
 
 
