@@ -163,6 +163,10 @@ class Int4Linear(nn.Module):
         self.kernel = kernel
 
     def set_kernel(self, kernel: str, dtype=torch.float32) -> None:
+        if kernel == "dequantize" and self.q.numel() == 0:
+            raise ValueError("This int4 layer keeps only the packed copy of its integers (quantize_model dropped "
+                             "the other), so it cannot switch to kernel='dequantize'; quantize the float model "
+                             "again with kernel='dequantize'.")
         if kernel.startswith("int4pack"):
             self.use_packed_kernel(kernel, dtype)
         self.kernel = kernel
@@ -389,10 +393,11 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
         kind = ((head or dtype) if name == "lm_head" else dtype).partition("-")[0]
         if name in keep or kind == "float" or (kind == "int4" and linear.in_features % GROUP):
             continue                                 # int4 groups need in % 32 == 0; else the float weight stays
-        if kind == "int4" and exact_only and share_on_4bit_grid(linear.weight) < 0.999:
-            kind = "int8"                            # finer than 4 bits in the file: a 4-bit copy would lose it
+        quantized = quantize_int4(linear.weight) if kind == "int4" else None
+        if kind == "int4" and exact_only and share_on_4bit_grid(linear.weight, quantized=quantized) < 0.999:
+            kind, quantized = "int8", None           # finer than 4 bits in the file: a 4-bit copy would lose it
             promoted.append(name)
-        plan[name] = (linear, kind)
+        plan[name] = (linear, kind, quantized)
 
     # Stack q/k/v and gate/up where every part gets the same format.
     fused = []
@@ -400,14 +405,16 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
         for module, fused_name, parts in _fusable_groups(model):
             if all(p in plan for p in parts) and len({plan[p][1] for p in parts}) == 1 and \
                     len({plan[p][0].bias is None for p in parts}) == 1:
-                kind = plan[parts[0]][1]
-                linear = _fuse(module, fused_name, parts, [plan.pop(p)[0] for p in parts])
-                plan[fused_name] = (linear, kind)
+                part_layers, kinds, quantized = zip(*(plan.pop(p) for p in parts))
+                linear = _fuse(module, fused_name, parts, list(part_layers))
+                # rows are quantized independently: the stacked integers are the parts' integers, stacked
+                stacked = None if kinds[0] != "int4" else tuple(torch.cat(c) for c in zip(*quantized))
+                plan[fused_name] = (linear, kinds[0], stacked)
                 fused.append(fused_name)
 
     bytes_before = bytes_after = 0
-    for name, (linear, kind) in plan.items():
-        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear)
+    for name, (linear, kind, quantized) in plan.items():
+        layer = Int8Linear(linear) if kind == "int8" else Int4Linear(linear, quantized=quantized)
         layer.set_kernel(kernel_for(kind), float_dtype)
         bytes_before += linear.weight.numel() * linear.weight.element_size()
         bytes_after += (layer.q.numel() + layer.scale.numel() * 4 if kind == "int8" else
