@@ -23,10 +23,10 @@ gets its own quantized copy, the embedding lookup keeps its float table) by a mo
 integers. Where q, k and v (or gate and up) get the same format, they are stacked into one matrix
 first: one product per token instead of three. The quantized LM head recomputes its 32 largest
 logits per position from the float rows (ExactTopHead), so the candidates a decoder picks from
-carry no rounding of the head. Which matrix product runs is decided once per device and dtype by timing the candidates
-on layers of the model's own size, streamed from memory as in a decode step: a fused int8/int4
-kernel where torch has one for the device (with float32 or bfloat16 activations), or "dequantize,
-then multiply" (always available, always exact to the stored integers).
+carry no rounding of the head. Which matrix product runs is decided once per device and dtype by
+timing the candidates on layers of the model's own size, streamed from memory as in a decode step:
+a fused int8/int4 kernel where torch has one for the device (with float32 or bfloat16 activations),
+or "dequantize, then multiply" (always available, always exact to the stored integers).
 """
 from __future__ import annotations
 
