@@ -155,18 +155,43 @@ def bench_device(model, reference, ids, device, dtype, repeats):
     return ours_tps, theirs_tps
 
 
-def profile_decode(model, ids, device, steps: int = 20):
-    """torch.profiler over llmlab's decode loop: which operators take the time."""
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_weight_int4pack_mm_for_cpu", "aten::_weight_int8pack_mm",
+            "aten::_weight_int4pack_mm", "aten::_int4pack_mm")
+
+
+def profile_decode(model, ids, device, steps: int = 20, bound_tps: float | None = None):
+    """torch.profiler over llmlab's decode loop: which operators take the time, then a per-pass summary
+    (the wall time without the profiler; matrix products, attention and every other operator under it)."""
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     ids = ids.to(device)
     generate(model, ids, steps)
+    wall = timed(lambda: generate(model, ids, steps), device, repeats=3)   # without the profiler's overhead
     with profile(activities=activities) as prof:
         generate(model, ids, steps)
     sort = "cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     print(f"\n== torch.profiler: llmlab generate, {steps} new tokens on {device.type} ==")
-    print(prof.key_averages().table(sort_by=sort, row_limit=12))
+    events = prof.key_averages()
+    print(events.table(sort_by=sort, row_limit=12))
+    if device.type != "cpu":
+        return
+    passes = steps                                     # forward passes: the prefill and steps - 1 decode steps
+
+    def per_pass(microseconds):                        # a total over the run -> milliseconds per pass
+        return microseconds / 1e3 / passes
+
+    products = sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS)
+    attention = sum(e.self_cpu_time_total for e in events if "scaled_dot_product" in e.key)
+    everything = sum(e.self_cpu_time_total for e in events)
+    calls = sum(e.count for e in events if e.key in PRODUCTS)
+    print(f"  per forward pass: {wall * 1e3 / passes:.1f} ms without the profiler. Operator time under it "
+          f"(which adds its own overhead): matrix products {per_pass(products):.1f} ms ({calls // passes} calls, "
+          f"{products / everything:.0%}), attention {per_pass(attention):.1f} ms, "
+          f"other operators {per_pass(everything - products - attention):.1f} ms")
+    if bound_tps:
+        print(f"  the bandwidth bound allows {1e3 / bound_tps:.1f} ms a token (80% of it: "
+              f"{1e3 / (0.8 * bound_tps):.1f} ms)")
 
 
 CONTINUATION = 120   # tokens of llmlab float32's greedy continuation, re-read by every configuration
@@ -287,7 +312,9 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
         print(f"  fastest llmlab with top-1 >= 97%: {fastest[1]} at {fastest[0]:.1f} tokens/s = "
               f"{fastest[0] / best_theirs:.2f}x transformers' fastest (target >= 1.5x), "
               f"{share:.0%} of its bandwidth bound (target >= 80%)")
-    return fastest
+    bound = next((bound for library, dtype, _, _, bound, *_ in rows
+                  if library == "llmlab" and dtype == fastest[1]), None)
+    return (*fastest, bound)               # tokens/s, dtype and model of the fastest >= 97%, its bound
 
 
 def main():
@@ -328,10 +355,10 @@ def main():
         if args.profile:
             profile_decode(model.to(cuda, torch.bfloat16), ids, cuda)
     for device in devices:
-        tps, dtype, fastest = dtype_table(reference_fp32, ids, device, args.repeats)
+        tps, dtype, fastest, bound = dtype_table(reference_fp32, ids, device, args.repeats)
         if fastest is not None and not args.no_profile:
             print(f"\n(profile of the fastest llmlab configuration: {dtype})")
-            profile_decode(fastest, ids, device)
+            profile_decode(fastest, ids, device, bound_tps=bound)
 
 
 if __name__ == "__main__":
