@@ -37,6 +37,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from llmlab.fusing import ExactTopHead, fusable_groups, fuse_group
+
 GROUP = 32     # int4 group size along the input dimension (GGUF's Q4_0/Q4_1 blocks are 32 weights too)
 DTYPES = ("int8", "int4", "int8-bf16", "int4-bf16")   # "-bf16": the matrix products take bfloat16 activations
 
@@ -268,71 +270,6 @@ def pick_kernel(kind: str, in_features: int, out_features: int, device, dtype=to
 
 # ----------------------------------------------------------------------------- the model
 
-def _fusable_groups(model: nn.Module) -> list[tuple[nn.Module, str, list[str]]]:
-    """(module, fused name, part names) for every attention with separate q/k/v and every gated FFN with
-    separate gate/up: one matrix product instead of three (two) per token, the same arithmetic."""
-    from llmlab.attention import Attention
-    from llmlab.ffn import GatedFeedForward
-
-    groups = []
-    for name, module in model.named_modules():
-        prefix = name + "." if name else ""
-        if isinstance(module, Attention) and not module.fused_qkv:
-            groups.append((module, prefix + "qkv_proj", [prefix + p for p in ("q_proj", "k_proj", "v_proj")]))
-        if isinstance(module, GatedFeedForward) and not module.fused:
-            groups.append((module, prefix + "gate_up_proj", [prefix + p for p in ("gate_proj", "up_proj")]))
-    return groups
-
-
-def _fuse(module: nn.Module, fused_name: str, part_names: list[str], parts: list[nn.Linear]) -> nn.Linear:
-    """Stack the parts' rows into one nn.Linear, drop the parts from `module` and switch it to its
-    fused path (Attention.project_qkv and GatedFeedForward split the output again)."""
-    first = parts[0]
-    fused = nn.Linear(first.in_features, sum(p.out_features for p in parts), bias=first.bias is not None,
-                      device=first.weight.device, dtype=first.weight.dtype)
-    with torch.no_grad():
-        fused.weight.copy_(torch.cat([p.weight for p in parts]))
-        if first.bias is not None:
-            fused.bias.copy_(torch.cat([p.bias for p in parts]))
-    for name in part_names:
-        delattr(module, name.rsplit(".", 1)[-1])
-    if fused_name.endswith("qkv_proj"):
-        module.fused_qkv = True
-    else:
-        module.fused = True
-    return fused
-
-
-class ExactTopHead(nn.Module):
-    """An integer LM head whose `k` largest logits at each position are recomputed from the float rows.
-
-    Next-token choices (greedy, top-k, top-p) live at the top of the distribution, and there the
-    int8 head's rounding can swap two close candidates. Recomputing the k candidates it ranks highest
-    from the float weights costs k rows (k * d numbers) per position instead of the whole float
-    matrix; logits outside them keep the integer head's error. A tied head reuses the embedding table
-    the model keeps in float for its lookups, so this costs no memory.
-    """
-
-    def __init__(self, quantized: nn.Module, weight: torch.Tensor, bias: torch.Tensor | None, k: int):
-        super().__init__()
-        self.quantized, self.k = quantized, k
-        self.in_features, self.out_features = quantized.in_features, quantized.out_features
-        self.register_buffer("reference", weight.detach(), persistent=False)    # (vocab, d), float
-        self.register_buffer("reference_bias", None if bias is None else bias.detach(), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.quantized(x)                                                   # (..., vocab)
-        top = y.topk(min(self.k, self.out_features), dim=-1).indices            # (..., k)
-        rows = self.reference[top].to(x.dtype)                                  # (..., k, d)
-        exact = (rows @ x.unsqueeze(-1)).squeeze(-1)                            # (..., k)
-        if self.reference_bias is not None:
-            exact = exact + self.reference_bias[top].to(exact.dtype)
-        return y.scatter(-1, top, exact.to(y.dtype))
-
-    def extra_repr(self) -> str:
-        return f"exact top {self.k} of {self.out_features}"
-
-
 def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep: tuple = (),
                    head: str | None = None, exact_only: bool = True, fuse: bool = True,
                    exact_top: int = 32) -> nn.Module:
@@ -404,11 +341,11 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
     # Stack q/k/v and gate/up where every part gets the same format.
     fused = []
     if fuse:
-        for module, fused_name, parts in _fusable_groups(model):
+        for module, fused_name, parts in fusable_groups(model):
             if all(p in plan for p in parts) and len({plan[p][1] for p in parts}) == 1 and \
                     len({plan[p][0].bias is None for p in parts}) == 1:
                 part_layers, kinds, quantized = zip(*(plan.pop(p) for p in parts))
-                linear = _fuse(module, fused_name, parts, list(part_layers))
+                linear = fuse_group(module, fused_name, parts, list(part_layers))
                 # rows are quantized independently: the stacked integers are the parts' integers, stacked
                 stacked = None if kinds[0] != "int4" else tuple(torch.cat(c) for c in zip(*quantized))
                 plan[fused_name] = (linear, kinds[0], stacked)
