@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from llmlab.checks import check_int
 from llmlab.fusing import ExactTopHead, fusable_groups, fuse_group
 
 GROUP = 32     # int4 group size along the input dimension (GGUF's Q4_0/Q4_1 blocks are 32 weights too)
@@ -154,23 +155,20 @@ class Int4Linear(nn.Module):
     def dequantized(self, dtype=torch.float32) -> torch.Tensor:
         return dequantize_int4(self.q, self.scale, self.zero).to(dtype)
 
-    def use_packed_kernel(self, kernel: str = "int4pack", dtype=torch.float32) -> None:
-        """Pack the integers two per byte in the layout of torch's CPU int4 kernel (the unpacked copy stays
-        until quantize_model drops it); keep the group scales in the dtype the kernel computes in."""
-        if self.packed is None:
-            self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(self.q.to(torch.int32), 1),
-                                 persistent=False)                                        # (out, in / 2)
-        scale_zero = torch.stack([self.scale.t(), self.zero.t()], dim=-1).contiguous()    # (n_groups, out, 2)
-        self.register_buffer("scale_zero", scale_zero.to(_compute_dtype(kernel, dtype)), persistent=False)
-        self.kernel = kernel
-
     def set_kernel(self, kernel: str, dtype=torch.float32) -> None:
+        """Run `kernel` from now on. For torch's CPU int4 kernel, pack the integers two per byte in its
+        layout (the unpacked copy stays until quantize_model drops it) and keep the group scales in the
+        dtype it computes in (`dtype`: the activations')."""
         if kernel == "dequantize" and self.q.numel() == 0:
             raise ValueError("This int4 layer keeps only the packed copy of its integers (quantize_model dropped "
                              "the other), so it cannot switch to kernel='dequantize'; quantize the float model "
                              "again with kernel='dequantize'.")
         if kernel.startswith("int4pack"):
-            self.use_packed_kernel(kernel, dtype)
+            if self.packed is None:
+                self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(self.q.to(torch.int32), 1),
+                                     persistent=False)                                    # (out, in / 2)
+            scale_zero = torch.stack([self.scale.t(), self.zero.t()], dim=-1).contiguous()  # (n_groups, out, 2)
+            self.register_buffer("scale_zero", scale_zero.to(_compute_dtype(kernel, dtype)), persistent=False)
         self.kernel = kernel
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -298,8 +296,7 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
     activations = activations or "float"
     if head not in (None, "float", *DTYPES):
         raise ValueError(f"quantize_model(head={head!r}): expected None, 'float', 'int8' or 'int4'.")
-    if isinstance(exact_top, bool) or not isinstance(exact_top, int) or exact_top < 0:
-        raise ValueError(f"quantize_model(exact_top={exact_top!r}): expected a number of logits >= 0 (0 = off).")
+    exact_top = check_int("exact_top", exact_top, low=0, hint="It is a number of logits; 0 turns it off.")
     if getattr(model, "quantization", None):
         raise ValueError(f"This model is already quantized ({model.quantization['dtype']}); "
                          f"load it again in float32 to quantize it differently.")
