@@ -34,16 +34,29 @@ def show_source(obj) -> SourceView:
     return SourceView(obj)
 
 
+CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans CJK JP")
+_cjk_note_shown = False
+
+
 def use_book_style() -> None:
     """Matplotlib defaults for the book: readable sizes, and a CJK font as fallback for Chinese labels.
 
-    Fonts that are not installed are skipped by matplotlib, so this is safe everywhere (in Colab,
-    Chinese labels show as boxes unless a CJK font such as fonts-noto-cjk is installed).
+    The CJK font is asked for only when it is installed: asking matplotlib for a missing family prints
+    a `findfont` warning for every label drawn. Without one (Colab has none), one short note says that
+    Chinese labels will show as boxes and how to install the font.
     """
     import matplotlib.pyplot as plt
+    from matplotlib import font_manager
 
+    global _cjk_note_shown
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    cjk = [name for name in CJK_FONTS if name in installed]
+    if not cjk and not _cjk_note_shown:
+        _cjk_note_shown = True
+        print("Note: no CJK font is installed, so Chinese labels in figures show as boxes "
+              "(install one with: apt-get install fonts-noto-cjk, then restart the kernel).")
     plt.rcParams.update({
-        "font.family": ["DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP"],
+        "font.family": ["DejaVu Sans", *cjk],
         "figure.dpi": 100,
         "savefig.dpi": 100,
         "axes.spines.top": False,
