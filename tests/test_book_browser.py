@@ -192,3 +192,117 @@ def test_chapter_12_attention_table_fits_a_wide_screen(tmp_path):
                              screenshot=tmp_path / "12-1800.png")
     assert not result.errors, result.errors
     assert dataset(result.dom, "fits") == "true", "the attention table scrolls sideways at 1800 px"
+
+
+# Navigation on a phone and on a laptop, tested on a tiny book (two short pages) built with the book's
+# own _config.yml, extensions and assets: the chapter list (the ☰ button) and the "Contents" button
+# at 420 px, and the button that collapses the chapter list at 1280 px.
+TINY_PAGE = {
+    "cells": [
+        {"cell_type": "markdown", "id": "title", "metadata": {},
+         "source": "# Page {name}\n\n## First section\n\nSome text.\n\n## Second section\n\nMore text.\n"},
+        {"cell_type": "code", "id": "code", "metadata": {}, "execution_count": None, "outputs": [],
+         "source": "print('hello')"},
+    ],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_book(tmp_path_factory):
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = HTML.parents[1]
+    book = tmp_path_factory.mktemp("tiny_book")
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    config["execute"] = {"execute_notebooks": "off"}
+    config["exclude_patterns"] = ["_build/*"]
+    config["sphinx"]["local_extensions"] = {name: str(root / path)
+                                             for name, path in config["sphinx"]["local_extensions"].items()}
+    config["sphinx"]["config"]["html_static_path"] = [str(root / p) for p in config["sphinx"]["config"]["html_static_path"]]
+    (book / "_config.yml").write_text(yaml.safe_dump(config))
+    (book / "_toc.yml").write_text("format: jb-book\nroot: intro\nparts:\n  - caption: Chapters\n    chapters:\n"
+                                   "      - file: chapters/one\n      - file: chapters/two\n")
+    (book / "intro.md").write_text("# A tiny book\n\nTwo pages.\n")
+    (book / "chapters").mkdir()
+    for name in ("one", "two"):
+        page = json.loads(json.dumps(TINY_PAGE))
+        page["cells"][0]["source"] = page["cells"][0]["source"].format(name=name)
+        (book / "chapters" / f"{name}.ipynb").write_text(json.dumps(page))
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    proc = subprocess.run([str(jupyter_book), "build", "-W", "--keep-going", str(book)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return book / "_build" / "html"
+
+
+# Tap the visible button of `kind` (primary: the chapter list, secondary: the contents), then report
+# whether its panel is open and which links it shows; then press Escape and report again.
+TAP_TOGGLE = """
+setTimeout(function () {
+  var out = document.body.dataset;
+  var shown = function (el) { var r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 &&
+                              getComputedStyle(el).visibility !== 'hidden'; };
+  var buttons = Array.prototype.filter.call(document.querySelectorAll('button.KIND-toggle'), shown);
+  out.buttons = buttons.length;
+  if (!buttons.length) return;
+  buttons[0].click();
+  setTimeout(function () {
+    var dialog = document.getElementById('pst-KIND-sidebar-modal');
+    out.open = dialog.open;
+    out.links = Array.prototype.filter.call(dialog.querySelectorAll('a'), shown)
+                     .map(function (a) { return a.textContent.trim(); }).join('|');
+    dialog.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}));
+    setTimeout(function () { out.openAfterEscape = dialog.open; }, 200);
+  }, 300);
+}, 1000);
+"""
+
+
+@pytest.mark.parametrize("kind, expected", [("primary", ["Page one", "Page two"]),
+                                            ("secondary", ["First section", "Second section"])])
+def test_phone_navigation_buttons_open_their_panels(tiny_book, kind, expected, tmp_path):
+    result = open_in_browser(tiny_book / "chapters" / "one.html", js=TAP_TOGGLE.replace("KIND", kind),
+                             width=420, height=900, wait_ms=3000, screenshot=tmp_path / f"{kind}-420.png")
+    assert not result.errors, result.errors
+    assert dataset(result.dom, "buttons") == "1", f"expected one visible {kind} button at 420 px"
+    assert dataset(result.dom, "open") == "true", f"tapping the {kind} button at 420 px opened nothing"
+    links = dataset(result.dom, "links").split("|")
+    assert all(name in links for name in expected), links
+    assert dataset(result.dom, "open-after-escape") == "false"
+
+
+COLLAPSE = """
+var still = document.createElement('style');     // the end state at once: no 0.25 s transition
+still.textContent = '* { transition: none !important; }';
+document.head.appendChild(still);
+setTimeout(function () {
+  var out = document.body.dataset, sidebar = document.getElementById('pst-primary-sidebar');
+  var state = function () { return getComputedStyle(sidebar).visibility; };
+  var buttons = Array.prototype.filter.call(document.querySelectorAll('button.primary-toggle'),
+                                            function (b) { return b.getBoundingClientRect().width > 0; });
+  out.buttons = buttons.length;
+  out.before = state();
+  buttons[0].click();
+  setTimeout(function () {
+    out.afterOne = state();
+    out.dialog = document.getElementById('pst-primary-sidebar-modal').open;
+    buttons[0].click();
+    setTimeout(function () { out.afterTwo = state(); }, 600);
+  }, 600);
+}, 1000);
+"""
+
+
+def test_laptop_collapse_button_hides_and_shows_the_chapter_list(tiny_book, tmp_path):
+    result = open_in_browser(tiny_book / "chapters" / "one.html", js=COLLAPSE, width=1280, height=800,
+                             wait_ms=4000, screenshot=tmp_path / "collapse-1280.png")
+    assert not result.errors, result.errors
+    assert dataset(result.dom, "buttons") == "1"
+    states = [dataset(result.dom, key) for key in ("before", "after-one", "after-two")]
+    assert states == ["visible", "hidden", "visible"], states
+    assert dataset(result.dom, "dialog") == "false", "at 1280 px the button collapses the list, no panel opens"
