@@ -133,7 +133,6 @@ def colab(tmp_path_factory):
     (ipython / "profile_default" / "startup" / "00-no-cjk-font.py").write_text(NO_CJK_FONT)
     env = {**os.environ, "PYTHONPATH": "", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
            "LLMLAB_CACHE": str(home / "llmlab-cache"), "IPYTHONDIR": str(ipython)}
-    env.pop("OMP_WAIT_POLICY", None)                 # a reader's environment does not set it
     if fresh_cache:
         for name in ("smollm2-135m", "gemma3-270m"):
             start = time.perf_counter()
