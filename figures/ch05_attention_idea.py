@@ -1,0 +1,54 @@
+"""Chapter 5 diagram: the idea of attention in one picture. The token "it" asks a question, every
+earlier token answers with a score, and "it" takes a weighted mix of what they offer.
+
+Run from the repository root: python figures/ch05_attention_idea.py
+writes figures/generated/ch05_attention_idea.svg
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch05_attention_idea.svg")
+TOKENS = ["The", "dog", "chased", "the", "squirrel", "because", "it"]
+# illustrative weights of the query "it" over the tokens it can see (they sum to 1)
+WEIGHTS = [0.04, 0.38, 0.05, 0.03, 0.42, 0.04, 0.04]
+TOKEN, QUERY, LINK = "#4c72b0", "#dd8452", "#55a868"
+
+
+def main():
+    assert abs(sum(WEIGHTS) - 1) < 1e-9
+    fig, ax = plt.subplots(figsize=(9.5, 3.3))
+    xs = [1.3 * i for i in range(len(TOKENS))]
+    q = len(TOKENS) - 1
+    for i, (x, t) in enumerate(zip(xs, TOKENS)):
+        colour = QUERY if i == q else TOKEN
+        ax.add_patch(FancyBboxPatch((x - 0.55, -0.3), 1.1, 0.6, boxstyle="round,pad=0.03",
+                                    facecolor=colour, edgecolor="none"))
+        ax.text(x, 0, t, ha="center", va="center", color="white", fontsize=10, fontweight="bold")
+        if i == q:
+            continue
+        w = WEIGHTS[i]
+        # an arc from "it" back to token i; its width is the attention weight
+        ax.annotate("", xy=(x, 0.32), xytext=(xs[q], 0.32),
+                    arrowprops=dict(arrowstyle="-|>", color=LINK, lw=0.6 + 9 * w, alpha=0.35 + 0.65 * w,
+                                    connectionstyle=f"arc3,rad={0.25 + 0.03 * (q - i)}"))
+        ax.text(x, -0.55, f"{w:.2f}", ha="center", fontsize=9, color="#333333")
+    ax.text(xs[q], -0.55, f"{WEIGHTS[q]:.2f}", ha="center", fontsize=9, color="#333333")
+    ax.text(xs[0] - 0.6, -0.95, "weight = softmax(query of \"it\" · key of each token / √d_k);   "
+            "new vector of \"it\" = Σ weight × value of that token", fontsize=9, color="#444444")
+    ax.text(xs[q] + 0.6, 0.55, "query: \"which earlier token\nis the thing I stand for?\"",
+            fontsize=9, color=QUERY, ha="left", va="bottom")
+    ax.set_xlim(xs[0] - 0.7, xs[-1] + 2.6)
+    ax.set_ylim(-1.1, 2.6)
+    ax.axis("off")
+    fig.tight_layout()
+    save_svg(fig, OUT)
+
+
+if __name__ == "__main__":
+    main()
