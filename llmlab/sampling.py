@@ -2,7 +2,9 @@
 
 temperature divides the logits (below 1: sharper, above 1: flatter; 0 means always the top token),
 top-k keeps the k highest logits, top-p keeps the smallest set of tokens whose probabilities add up
-to at least p. Whatever is removed gets logit -inf, i.e. probability 0.
+to at least p, min-p keeps the tokens at least min_p times as likely as the top one. Whatever is
+removed gets logit -inf, i.e. probability 0. A repetition penalty makes tokens already in the text
+less likely; beam search keeps the few most likely continuations instead of one.
 
 >>> import torch
 >>> logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
@@ -12,6 +14,10 @@ tensor([[2., 1., -inf, -inf]])
 tensor([[0.6095, 0.2242, 0.1360, 0.0303]])
 >>> top_p_filter(logits, 0.8)
 tensor([[2., 1., -inf, -inf]])
+>>> min_p_filter(logits, 0.3)                # keeps tokens with at least 0.3 x 0.61 = 0.18
+tensor([[2., 1., -inf, -inf]])
+>>> apply_repetition_penalty(logits, torch.tensor([[0, 3]]), 2.0)   # tokens 0 and 3 were seen
+tensor([[ 1.0000,  1.0000,  0.5000, -2.0000]])
 """
 from __future__ import annotations
 
@@ -21,9 +27,12 @@ import torch
 from llmlab.checks import check_int, check_number
 
 
-def check_sampling(temperature, top_k, top_p) -> None:
+def check_sampling(temperature, top_k, top_p, min_p=None) -> None:
     """Raise a clear error for sampling settings that would otherwise filter nothing or crash in torch."""
     check_number("temperature", temperature, low=0, hint="0 means greedy; 1 samples the model's own distribution.")
+    if min_p is not None:
+        check_number("min_p", min_p, low=0, high=1, hint="min_p keeps tokens at least min_p times as likely as the "
+                     "top token (0.05-0.1 is usual; None: no filter).")
     if top_k is not None:
         check_int("top_k", top_k, low=1, hint="top_k keeps the k most likely tokens (None: no filter).")
     if top_p is not None:
@@ -57,13 +66,41 @@ def top_p_filter(logits: torch.Tensor, p: float | None) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
+def min_p_filter(logits: torch.Tensor, min_p: float | None) -> torch.Tensor:
+    """Keep the tokens whose probability is at least min_p times the top token's; -inf the rest.
+
+    The cut follows the model's confidence: a sure model (top token 0.9) keeps few tokens, an unsure
+    one (top token 0.1) keeps many, which a fixed top-k cannot do.
+    """
+    if min_p is None:
+        return logits
+    min_p = check_number("min_p", min_p, low=0, high=1, hint="None means no filter.")
+    # p_i >= min_p * p_max  <=>  logit_i >= logit_max + log(min_p)   (softmax shares its denominator)
+    floor = logits.amax(dim=-1, keepdim=True) + torch.log(torch.tensor(min_p, dtype=torch.float32))  # (B, 1)
+    return logits.masked_fill(logits < floor.to(logits.dtype), float("-inf"))
+
+
+def apply_repetition_penalty(logits: torch.Tensor, previous: torch.Tensor, penalty: float) -> torch.Tensor:
+    """Make every token that occurs in `previous` (B, T) less likely: its logit is divided by `penalty`
+    if positive, multiplied by it if negative (the rule of Keskar et al., 2019, CTRL). 1.0 changes nothing."""
+    penalty = check_number("repetition_penalty", penalty, low=0, low_open=True,
+                           hint="1.0 changes nothing; 1.1-1.3 is usual; below 1 would favour repeats.")
+    if previous.dim() != 2 or previous.shape[0] != logits.shape[0]:
+        raise ValueError(f"previous must be the token ids so far, (B, T) with B = {logits.shape[0]} like the logits; "
+                         f"got shape {tuple(previous.shape)}.")
+    seen = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, previous.to(logits.device), True)   # (B, V)
+    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
+    return torch.where(seen, penalised, logits)
+
+
 def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
-                      top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+                      top_p: float | None = None, generator: torch.Generator | None = None,
+                      min_p: float | None = None) -> torch.Tensor:
     """logits (B, vocab) -> next token ids (B,). temperature=0 is greedy (argmax)."""
-    check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p, min_p)
     if temperature == 0:
         return logits.argmax(dim=-1)
-    logits = top_p_filter(top_k_filter(logits.float() / temperature, top_k), top_p)
+    logits = min_p_filter(top_p_filter(top_k_filter(logits.float() / temperature, top_k), top_p), min_p)
     probs = torch.softmax(logits, dim=-1)                                         # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)  # (B,)
 
@@ -90,3 +127,66 @@ def filtered_probs(logits, temperature: float, top_k: int = 0, top_p: float = 1.
         probs = torch.softmax(top_p_filter(top_k_filter(logits / temperature, top_k or None), top_p), dim=-1)
     probs = probs[0].numpy()
     return probs, probs > 0
+
+
+@torch.inference_mode()
+def beam_search(model, ids: torch.Tensor, max_new_tokens: int, num_beams: int = 4,
+                length_penalty: float = 1.0, eos_token_id: int | None = None) -> tuple[torch.Tensor, float]:
+    """Keep the num_beams most likely continuations at every step; return the best one and its log-probability.
+
+    ids (1, T): one prompt. At each step every beam is extended by every token, and the num_beams
+    pairs (beam, token) with the highest total log-probability survive. A beam that produces
+    eos_token_id is finished; the search stops when the best finished beam can no longer be beaten
+    or after max_new_tokens. Finished beams are ranked by log-probability / length ** length_penalty
+    (0: no normalisation, favours short texts). Returns ((1, T + n) ids, the winner's summed
+    log-probability). Uses a KV cache whose rows are reordered when beams are dropped or copied.
+    """
+    from llmlab.checks import as_ids
+    from llmlab.kvcache import GrowingKVCache
+
+    ids = as_ids(model, None, ids)
+    if ids.shape[0] != 1:
+        raise ValueError(f"beam_search takes one prompt, ids of shape (1, T); got {tuple(ids.shape)}. "
+                         f"Run it once per prompt.")
+    max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
+    num_beams = check_int("num_beams", num_beams, low=1, hint="1 is greedy decoding; 4 or 5 is usual.")
+    length_penalty = check_number("length_penalty", length_penalty, low=0)
+    if ids.shape[1] + max_new_tokens > model.config.max_seq_len:
+        raise ValueError(f"prompt ({ids.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds the model's "
+                         f"context max_seq_len={model.config.max_seq_len}; ask for fewer new tokens.")
+    cache = GrowingKVCache(model.config.n_layers)
+    logp = torch.log_softmax(model(ids, cache=cache, last_only=True)[:, -1].float(), dim=-1)   # (1, V)
+    beams = ids                                   # (n_beams, T + t): the live beams
+    scores = torch.zeros(1, device=ids.device)    # (n_beams,): summed log-probability of each
+    finished = []                                 # (normalised score, raw score, ids)
+    for step in range(max_new_tokens):
+        V = logp.shape[-1]
+        total = (scores[:, None] + logp).reshape(-1)                       # (n_beams * V,)
+        best, flat = total.topk(min(2 * num_beams, total.numel()))         # spare ones replace finished beams
+        keep_rows, keep_tokens, keep_scores = [], [], []
+        for score, index in zip(best.tolist(), flat.tolist()):
+            row, token = divmod(index, V)
+            candidate = torch.cat([beams[row], beams.new_tensor([token])])
+            if eos_token_id is not None and token == eos_token_id:
+                finished.append((score / (step + 1) ** length_penalty, score, candidate))
+            else:
+                keep_rows.append(row)
+                keep_tokens.append(token)
+                keep_scores.append(score)
+            if len(keep_rows) == num_beams:
+                break
+        if len(finished) >= num_beams:
+            break                                 # enough finished texts: stop (transformers' early_stopping)
+        rows = torch.tensor(keep_rows, device=ids.device)
+        beams = torch.cat([beams[rows], torch.tensor(keep_tokens, device=ids.device)[:, None]], dim=1)
+        scores = torch.tensor(keep_scores, device=ids.device)
+        for layer in range(cache.n_layers):      # the surviving beams' pasts, in their new order
+            cache.keys[layer] = cache.keys[layer][rows]
+            cache.values[layer] = cache.values[layer][rows]
+        if step < max_new_tokens - 1:
+            logits = model(beams[:, -1:], cache=cache, last_only=True)[:, -1]            # (n_beams, V)
+            logp = torch.log_softmax(logits.float(), dim=-1)
+    n = beams.shape[1] - ids.shape[1]
+    live = [(s / n ** length_penalty, s, b) for s, b in zip(scores.tolist(), beams)]
+    _, raw, winner = max(finished + live, key=lambda f: f[0])
+    return winner[None], raw

@@ -1,0 +1,104 @@
+"""llmlab.sampling's filters, repetition penalty and beam search: worked examples, exact
+equalities on a tiny random model, and the errors a learner gets for bad settings."""
+import itertools
+
+import pytest
+import torch
+
+import llmlab
+from llmlab.config import ModelConfig
+from llmlab.sampling import apply_repetition_penalty, beam_search, min_p_filter, sample_next_token
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return llmlab.Transformer(ModelConfig.preset("tiny-llama")).eval()
+
+
+def test_min_p_keeps_tokens_within_a_factor_of_the_top():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    kept = torch.isfinite(min_p_filter(logits, 0.25))          # 0.25 x 0.5 = 0.125
+    assert kept.tolist() == [[True, True, True, False]]
+    assert torch.isfinite(min_p_filter(logits, 0.0)).all()     # 0 keeps everything
+    assert torch.isfinite(min_p_filter(logits, 1.0)).sum() == 1    # 1 keeps the top token only
+    assert torch.equal(min_p_filter(logits, None), logits)
+
+
+def test_min_p_follows_the_models_confidence():
+    sure = torch.log(torch.tensor([[0.9] + [0.1 / 9] * 9]))
+    unsure = torch.log(torch.full((1, 10), 0.1))
+    assert torch.isfinite(min_p_filter(sure, 0.1)).sum() == 1
+    assert torch.isfinite(min_p_filter(unsure, 0.1)).sum() == 10
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, float("nan"), "0.1"])
+def test_min_p_rejects_bad_values_with_the_name(bad):
+    with pytest.raises(ValueError, match="min_p"):
+        min_p_filter(torch.zeros(1, 4), bad)
+    with pytest.raises(ValueError, match="min_p"):
+        sample_next_token(torch.zeros(1, 4), 1.0, min_p=bad)
+
+
+def test_sampling_with_min_p_never_draws_a_removed_token():
+    logits = torch.log(torch.tensor([[0.6, 0.3, 0.07, 0.03]]))
+    g = torch.Generator().manual_seed(0)
+    draws = {int(sample_next_token(logits, 1.0, generator=g, min_p=0.2)) for _ in range(200)}
+    assert draws == {0, 1}
+
+
+def test_repetition_penalty_divides_positive_and_multiplies_negative_logits():
+    logits = torch.tensor([[2.0, 1.0, -1.0, 0.5]])
+    out = apply_repetition_penalty(logits, torch.tensor([[0, 2, 2]]), 2.0)
+    assert out.tolist() == [[1.0, 1.0, -2.0, 0.5]]
+    assert torch.equal(apply_repetition_penalty(logits, torch.tensor([[0, 2]]), 1.0), logits)
+
+
+def test_repetition_penalty_errors_name_the_problem():
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        apply_repetition_penalty(torch.zeros(1, 4), torch.tensor([[0]]), 0.0)
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        apply_repetition_penalty(torch.zeros(2, 4), torch.tensor([0, 1]), 1.2)
+
+
+def test_one_beam_is_greedy_decoding(tiny):
+    ids = torch.tensor([[5, 17, 3, 99]])
+    beam, _ = beam_search(tiny, ids, 8, num_beams=1)
+    greedy = llmlab.generate(tiny, ids, 8, temperature=0)
+    assert torch.equal(beam, greedy)
+
+
+def sequence_logprob(model, ids, prompt_len):
+    with torch.no_grad():
+        logp = torch.log_softmax(model(ids).float(), dim=-1)[0]        # (T, V)
+    targets = ids[0, prompt_len:]
+    return float(logp[prompt_len - 1:-1].gather(1, targets[:, None]).sum())
+
+
+def test_enough_beams_find_the_most_likely_continuation(tiny):
+    # with as many beams as there are continuations, beam search is exhaustive: it must find the best
+    small = llmlab.Transformer(ModelConfig.preset("tiny-llama").__class__(
+        **{**ModelConfig.preset("tiny-llama").__dict__, "vocab_size": 6})).eval()
+    ids = torch.tensor([[1, 2, 3]])
+    best = max(itertools.product(range(6), repeat=3),
+               key=lambda c: sequence_logprob(small, torch.tensor([[1, 2, 3, *c]]), 3))
+    found, score = beam_search(small, ids, 3, num_beams=36, length_penalty=0.0)
+    assert found[0, 3:].tolist() == list(best)
+    assert score == pytest.approx(sequence_logprob(small, found, 3), abs=1e-4)
+
+
+def test_beam_search_stops_at_eos(tiny):
+    ids = torch.tensor([[5, 17, 3]])
+    free, _ = beam_search(tiny, ids, 6, num_beams=3)
+    eos = int(free[0, 3])                         # the best beam's first token, declared the end
+    out, _ = beam_search(tiny, ids, 6, num_beams=3, eos_token_id=eos)
+    assert eos in out[0, 3:].tolist() or out.shape[1] == 9
+
+
+def test_beam_search_errors_are_clear(tiny):
+    with pytest.raises(ValueError, match="one prompt"):
+        beam_search(tiny, torch.tensor([[1, 2], [3, 4]]), 4)
+    with pytest.raises(ValueError, match="num_beams"):
+        beam_search(tiny, torch.tensor([[1, 2]]), 4, num_beams=0)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        beam_search(tiny, torch.tensor([[1, 2]]), 10_000)
