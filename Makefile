@@ -13,9 +13,9 @@ STAMP := $(VENV)/.llmlab-installed
 OMP_WAIT_POLICY ?= PASSIVE
 export OMP_WAIT_POLICY
 
-.PHONY: book test env models fonts figures glossary browser benchmarks clean
+.PHONY: book test env models fonts figures glossary live browser benchmarks clean
 
-book: env models fonts figures glossary
+book: env models fonts figures glossary live
 	$(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 
@@ -51,6 +51,17 @@ figures: env
 # The glossary page, from the per-chapter term lists in glossary/.
 glossary: env
 	$(PY) scripts/make_glossary.py
+
+# The live model of the book's pages (llmlab.live; chapter "The live model"): onnxruntime-web from
+# npm, pinned by web/package-lock.json, and SmolLM2 exported to ONNX, written as script files into
+# assets/vendor/live/ (copied into _static/ by the build). Nothing is fetched when the book is read.
+# The export re-runs only when its inputs change (their digest is in manifest.js).
+web/node_modules/.installed: web/package.json web/package-lock.json
+	npm ci --prefix web --ignore-scripts --no-audit --no-fund
+	touch $@
+
+live: env models web/node_modules/.installed
+	$(PY) -m llmlab.live assets/vendor/live web/node_modules/onnxruntime-web/dist
 
 # Headless Chromium for the browser tests, bubblewrap for the grading sandbox (Debian's packages).
 browser:
