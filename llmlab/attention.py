@@ -127,8 +127,8 @@ class Attention(nn.Module):
         self.scale = (c.query_pre_attn_scalar or c.head_dim) ** -0.5
         self.softcap = c.attn_logit_softcap
         q_size, kv_size = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        self.fused_qkv = c.fused_qkv
-        if c.fused_qkv:
+        self.fused = c.fused_qkv  # one qkv_proj (GPT-2, Phi-3, or stacked by llmlab.fusing)
+        if self.fused:
             self.qkv_proj = nn.Linear(c.d_model, q_size + 2 * kv_size, bias=c.qkv_bias)
         else:
             self.q_proj = nn.Linear(c.d_model, q_size, bias=c.qkv_bias)
@@ -139,12 +139,12 @@ class Attention(nn.Module):
             self.q_norm = RMSNorm(c.head_dim, c.norm_eps, c.norm_unit_offset)
             self.k_norm = RMSNorm(c.head_dim, c.norm_eps, c.norm_unit_offset)
         self.qk_norm = c.qk_norm
-        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
-        self.hook_pattern, self.hook_z = HookPoint(), HookPoint()
+        self.hook_q, self.hook_k, self.hook_v = HookPoint("B H T hd"), HookPoint("B K T hd"), HookPoint("B K T hd")
+        self.hook_pattern, self.hook_z = HookPoint("B H T S"), HookPoint("B T H hd")
 
     def project_qkv(self, x: torch.Tensor):
         """x (B, T, d) -> q (B, T, n_heads*hd), k and v (B, T, n_kv_heads*hd)."""
-        if self.fused_qkv:
+        if self.fused:
             kv_size = self.n_kv_heads * self.head_dim
             return self.qkv_proj(x).split([self.n_heads * self.head_dim, kv_size, kv_size], dim=-1)
         return self.q_proj(x), self.k_proj(x), self.v_proj(x)

@@ -15,10 +15,8 @@ ValueError: top_p must be a number in (0, 1]; got nan.
 """
 from __future__ import annotations
 
-import functools
 import math
 import numbers
-import warnings
 
 import torch
 
@@ -74,16 +72,18 @@ def resolve_position(position, n_tokens: int, what: str = "position") -> int:
 
 # ---------------------------------------------------------------- token ids and devices
 
-def check_ids(ids, model, start: int = 0) -> torch.Tensor:
+def check_ids(ids, model, start: int = 0, check_values: bool = True) -> torch.Tensor:
     """Token ids (B, T) the model can take, returned on the model's device (ids may come from any device).
 
     Raises a clear error for anything else: a list, floats, the wrong number of dimensions, an empty
-    row, ids outside the vocabulary, or more positions than the model's context.
+    row, ids outside the vocabulary, or more positions than the model's context. check_values=False
+    skips the vocabulary range, the one check that reads the ids (a GPU round trip): the model's forward
+    checks values on a sequence's first pass only, so a generate call validates its ids once.
     """
     c = model.config
     if not isinstance(ids, torch.Tensor):
         raise TypeError(f"ids must be a torch.LongTensor of shape (batch, seq_len); got {type(ids).__name__}. "
-                        "For a list of ids use torch.tensor([ids]).")
+                        "For text use llmlab.as_ids(model, tokenizer, text); for a list of ids, as_ids(model, None, ids).")
     if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
         raise TypeError(f"ids must hold integer token ids (torch.long); got dtype {ids.dtype}. Token ids index "
                         "the embedding table -- pass the tokenizer's output, or ids.long() if they are whole numbers.")
@@ -96,7 +96,7 @@ def check_ids(ids, model, start: int = 0) -> torch.Tensor:
     if ids.device.type == "meta" and model.device.type != "meta":
         raise ValueError("ids are on the meta device, which holds shapes but no values; build them on a real "
                          "device (torch.tensor([...]) or the tokenizer's output).")
-    if ids.device.type != "meta":  # a meta tensor has no values to check
+    if check_values and ids.device.type != "meta":  # a meta tensor has no values to check
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= c.vocab_size:
             bad = lo if lo < 0 else hi
@@ -130,7 +130,7 @@ def check_attention_mask(attention_mask, B: int, T_k: int, device, left_padded: 
             if bool((mask[:, :-1] & ~mask[:, 1:]).any()):
                 raise ValueError("attention_mask must be left-padded for generation (0s first, then 1s): the new "
                                  "tokens go on the right. Pad on the left, e.g. with "
-                                 "llmlab.generation.pad_left(rows, pad_id).")
+                                 "tokenizer.encode_batch(texts) or llmlab.tokenization.pad_left(rows, pad_id).")
     return attention_mask.to(device).bool()
 
 
@@ -155,33 +155,39 @@ def is_tokenizer(obj) -> bool:
     return not isinstance(obj, (str, bytes)) and hasattr(obj, "encode") and hasattr(obj, "decode")
 
 
-def is_prompt(obj) -> bool:
-    """Text, a list/tuple of ids (or of rows of ids), or a tensor of ids."""
-    return isinstance(obj, (str, list, tuple, torch.Tensor))
+def _check_tokenizer(tokenizer, what: str = "A text prompt"):
+    if tokenizer is None:
+        raise ValueError(f"{what} needs a tokenizer: f(model, tokenizer, 'text', ...); pass token ids to leave "
+                         "it out, e.g. llmlab.as_ids(model, tokenizer, text).")
+    if not is_tokenizer(tokenizer):
+        raise TypeError(f"tokenizer must have encode() and decode(); got {type(tokenizer).__name__}. The order is "
+                        "f(model, tokenizer, prompt, ...).")
 
 
 def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
-    """A prompt (text, a list of ids, or a (T,) / (B, T) tensor) -> (B, T) LongTensor on the model's device.
+    """One prompt -> (1, T) LongTensor on the model's device: THE way to turn a text into model input.
 
-    Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma). The
-    tokenizer may be None when the prompt is already ids. The old order as_ids(model, prompt, tokenizer)
-    still works, with a DeprecationWarning.
+    >>> ids = as_ids(model, tok, "Hello there")        # doctest: +SKIP
+
+    prompt may also be a list of ids or a (T,) / (B, T) tensor of ids (then tokenizer may be None).
+    Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma). For
+    several texts of different lengths use `tokenizer.encode_batch(texts)`, which also gives the mask.
     """
-    tokenizer, prompt = _new_order("as_ids", tokenizer, prompt)
     if prompt is None:
         raise TypeError("as_ids needs a prompt: as_ids(model, tokenizer, 'text') or as_ids(model, None, ids).")
+    if is_tokenizer(prompt) or isinstance(tokenizer, (str, list, tuple, torch.Tensor)):
+        raise TypeError("the prompt came where the tokenizer goes: llmlab takes f(model, tokenizer, prompt, ...) "
+                        "everywhere (tokenizer=None when the prompt is token ids).")
     if isinstance(prompt, str):
-        if tokenizer is None:
-            raise ValueError("A text prompt needs a tokenizer: f(model, tokenizer, 'text', ...) in inspection "
-                             "functions; elsewhere pass token ids, e.g. torch.tensor([tokenizer.encode(text)]).")
-        if not is_tokenizer(tokenizer):
-            raise TypeError(f"tokenizer must have encode() and decode(); got {type(tokenizer).__name__}.")
+        _check_tokenizer(tokenizer)
         prompt = list(tokenizer.encode(prompt))
     if isinstance(prompt, (list, tuple)):
+        if prompt and all(isinstance(p, str) for p in prompt):
+            raise TypeError("as_ids takes one prompt; for a list of texts use ids, mask = tokenizer.encode_batch(texts).")
         rows = prompt if len(prompt) and isinstance(prompt[0], (list, tuple, torch.Tensor)) else [prompt]
         if len({len(row) for row in rows}) > 1:
             raise ValueError(f"the rows of ids have different lengths {[len(r) for r in rows]}; pad them to one "
-                             "length (llmlab.generation.pad_left) and pass the attention_mask.")
+                             "length (llmlab.tokenization.pad_left) and pass the attention_mask.")
         prompt = torch.tensor([list(map(int, row)) for row in rows], dtype=torch.long)
     if not isinstance(prompt, torch.Tensor):
         raise TypeError(f"prompt must be text, a list of token ids or a tensor of ids; got {type(prompt).__name__}.")
@@ -190,44 +196,70 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
     return check_ids(prompt, model)
 
 
-def _new_order(fn_name: str, tokenizer, prompt):
-    """(tokenizer, prompt) in that order; an old-order call (prompt, tokenizer) is swapped with a warning."""
-    if tokenizer is not None and not is_tokenizer(tokenizer) and (prompt is None or is_tokenizer(prompt)):
-        if prompt is not None:
-            _warn_old_order(fn_name, stacklevel=4)
-        return prompt, tokenizer
-    return tokenizer, prompt
+def pad_id_of(tokenizer) -> int:
+    """The padding id: the tokenizer's pad token if it has one, else its EOS, else 0 (padding is masked out)."""
+    for name in ("pad_token_id", "eos_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
 
 
-def _warn_old_order(fn_name: str, stacklevel: int = 3) -> None:
-    warnings.warn(f"{fn_name}(model, prompt, tokenizer, ...) is the old argument order; llmlab now takes "
-                  f"{fn_name}(model, tokenizer, prompt, ...) everywhere (or use keywords tokenizer=, prompt=).",
-                  DeprecationWarning, stacklevel=stacklevel)
+def as_batch(model, tokenizer, prompt, attention_mask=None):
+    """Any prompt an inspection function takes -> (ids (B, T), attention_mask (B, T) bool or None), on the
+    model's device.
 
-
-def tokenizer_first(*old_order: str):
-    """Decorator for f(model, tokenizer, prompt, ...): an old-order call f(model, prompt, ..., tokenizer=...)
-    is recognised by a prompt (text, ids) where the tokenizer belongs, and is rebound by the old parameter
-    names `old_order` (the positional names after model, old style), with a DeprecationWarning.
+    A list of texts is encoded and padded on the left (so position -1 is every row's last real token);
+    ids come with the caller's attention_mask, if any. The mask is None when no row is padded.
     """
-    def wrap(fn):
-        @functools.wraps(fn)
-        def wrapper(model, *args, **kwargs):
-            if args and args[0] is not None and not is_tokenizer(args[0]) and is_prompt(args[0]):
-                if len(args) > len(old_order):
-                    raise TypeError(f"{fn.__name__} got {len(args) + 1} positional arguments; "
-                                    f"call {fn.__name__}(model, tokenizer, prompt, ...).")
-                given_both = len(args) > old_order.index("tokenizer") if "tokenizer" in old_order else False
-                given_both = given_both or kwargs.get("tokenizer") is not None
-                for name, value in zip(old_order, args):
-                    if name in kwargs:
-                        raise TypeError(f"{fn.__name__} got two values for {name!r}.")
-                    kwargs[name] = value
-                if given_both:  # a prompt alone, without a tokenizer, is fine in either order
-                    _warn_old_order(fn.__name__)
-                args = ()
-            if not args:
-                kwargs.setdefault("tokenizer", None)  # the tokenizer may be left out when the prompt is ids
-            return fn(model, *args, **kwargs)
-        return wrapper
-    return wrap
+    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+        _check_tokenizer(tokenizer, "A list of texts")
+        if attention_mask is not None:
+            raise ValueError("attention_mask goes with token ids; for a list of texts llmlab builds it.")
+        from llmlab.tokenization.base import pad_left  # what tokenizer.encode_batch does, for any tokenizer
+        ids, attention_mask = pad_left([tokenizer.encode(text) for text in prompt], pad_id_of(tokenizer))
+        ids = check_ids(ids, model)
+    else:
+        ids = as_ids(model, tokenizer, prompt)
+    if attention_mask is not None:
+        attention_mask = check_attention_mask(attention_mask, *ids.shape, ids.device, left_padded=True)
+        if bool(attention_mask.all()):
+            attention_mask = None  # nothing is padded: the plain causal path
+    return ids, attention_mask
+
+
+def prompt_rows(model, tokenizer, prompt, attention_mask=None):
+    """Any prompt -> ([(1, T_i) ids of each prompt's real tokens], whether it was several prompts).
+
+    For functions that measure one prompt at a time (causal tracing, attribution, patchscopes): a batch
+    gives a list of results, each equal to the result of that prompt alone.
+    """
+    ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
+    B, T = ids.shape
+    rows = [ids[r:r + 1, real_positions(attention_mask, r, T)] for r in range(B)]  # each (1, T_r)
+    several = B > 1 or (isinstance(prompt, (list, tuple)) and bool(prompt) and isinstance(prompt[0], str))
+    return rows, several
+
+
+def real_positions(attention_mask, row: int, T: int) -> list[int]:
+    """The padded columns that hold row `row`'s real tokens (all T when there is no mask)."""
+    if attention_mask is None:
+        return list(range(T))
+    return attention_mask[row].nonzero().flatten().tolist()
+
+
+def token_id(tokenizer, token) -> int:
+    """A token string that encodes to exactly one token (no BOS added), or an id -> the id.
+
+    >>> token_id(None, 42)
+    42
+    """
+    if not isinstance(token, str):
+        return check_int("token", token, low=0)
+    _check_tokenizer(tokenizer, "A token string")
+    ids = tokenizer.encode(token, add_special_tokens=False)
+    if len(ids) != 1:
+        pieces = [tokenizer.decode([i]) for i in ids]
+        raise ValueError(f"{token!r} is {len(ids)} tokens {pieces}, not one. Try it with or without a leading "
+                         "space (' Paris'), pick a more common word, or pass the token id.")
+    return int(ids[0])

@@ -55,7 +55,7 @@ class FeedForward(nn.Module):
         self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.mlp_bias)
         self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
         self.act = ACTIVATIONS[config.activation]
-        self.hook_pre, self.hook_post = HookPoint(), HookPoint()
+        self.hook_pre, self.hook_post = HookPoint("B T ff"), HookPoint("B T ff")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.hook_pre(self.up_proj(x))   # (B, T, d_ff)
@@ -79,7 +79,7 @@ class GatedFeedForward(nn.Module):
             self.up_proj = nn.Linear(config.d_model, config.d_ff, bias=config.mlp_bias)
         self.down_proj = nn.Linear(config.d_ff, config.d_model, bias=config.mlp_bias)
         self.act = ACTIVATIONS[config.activation]
-        self.hook_pre, self.hook_post = HookPoint(), HookPoint()
+        self.hook_pre, self.hook_post = HookPoint("B T ff"), HookPoint("B T ff")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.fused:

@@ -14,6 +14,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn as nn
 
@@ -27,7 +29,7 @@ def fusable_groups(model: nn.Module) -> list[tuple[nn.Module, str, list[str]]]:
     groups = []
     for name, module in model.named_modules():
         prefix = name + "." if name else ""
-        if isinstance(module, Attention) and not module.fused_qkv:
+        if isinstance(module, Attention) and not module.fused:
             groups.append((module, prefix + "qkv_proj", [prefix + p for p in ("q_proj", "k_proj", "v_proj")]))
         if isinstance(module, GatedFeedForward) and not module.fused:
             groups.append((module, prefix + "gate_up_proj", [prefix + p for p in ("gate_proj", "up_proj")]))
@@ -45,12 +47,18 @@ def fuse_group(module: nn.Module, fused_name: str, part_names: list[str], parts:
         if first.bias is not None:
             fused.bias.copy_(torch.cat([p.bias for p in parts]))
     for name in part_names:
-        delattr(module, name.rsplit(".", 1)[-1])
-    if fused_name.endswith("qkv_proj"):
-        module.fused_qkv = True
-    else:
-        module.fused = True
+        delattr(module, name.rsplit(".", 1)[-1])  # the parts are gone: the stacked matrix replaces them
+    module.fused = True
     return fused
+
+
+def describe_fusion(model: nn.Module) -> None:
+    """Set model.config's fused_qkv / fused_gate_up to what the layers now hold, so the config still
+    describes the model (a config with them set builds the same layout)."""
+    attention = [m.fused for m in model.modules() if isinstance(m, Attention)]
+    gated = [m.fused for m in model.modules() if isinstance(m, GatedFeedForward)]
+    model.config = dataclasses.replace(model.config, fused_qkv=bool(attention) and all(attention),
+                                       fused_gate_up=bool(gated) and all(gated))
 
 
 class ExactTopHead(nn.Module):

@@ -4,7 +4,10 @@
     next   = logits.argmax(-1)                   # (B,)
     logits = decode_step(model, next, cache)     # one new position; attends to everything cached
 
-`generate` wraps the loop with sampling, stop-on-EOS and streaming.
+`generate` wraps the loop with sampling, stop-on-EOS and streaming:
+
+    ids, mask = tok.encode_batch(["Once upon a time", "Hi"])             # left-padded (B, T)
+    out = generate(model, ids, 40, attention_mask=mask, eos_token_id=tok.eos_token_id)
 """
 from __future__ import annotations
 
@@ -29,43 +32,30 @@ def decode_step(model, token: torch.Tensor, cache, attention_mask: torch.Tensor 
     return model(token, cache=cache, attention_mask=attention_mask, last_only=True)[:, -1]
 
 
-def pad_left(rows: list, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows of token ids of different lengths -> (ids, attention_mask), both (B, T_max), padded on the left.
-
-    >>> ids, mask = pad_left([[5, 6, 7], [8]], pad_id=0)
-    >>> ids.tolist(), mask.tolist()
-    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
-    """
-    if not rows or any(len(row) == 0 for row in rows):
-        raise ValueError("pad_left needs at least one row, and every row needs at least one token.")
-    T = max(len(row) for row in rows)
-    ids = torch.tensor([[pad_id] * (T - len(row)) + [int(t) for t in row] for row in rows], dtype=torch.long)
-    mask = torch.tensor([[0] * (T - len(row)) + [1] * len(row) for row in rows], dtype=torch.long)
-    return ids, mask
-
-
 @torch.inference_mode()
-def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: int | None = None,
+def generate(model, ids, max_new_tokens: int, temperature: float | None = None, top_k: int | None = None,
              top_p: float | None = None, seed: int | None = None, use_cache: bool = True,
              eos_token_id: int | list | None = None, stream: Callable | None = None,
-             cache: str = "static", attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+             kv_cache: str = "static", attention_mask: torch.Tensor | None = None,
+             do_sample: bool | None = None) -> torch.Tensor:
     """Continue ids (B, T) by up to max_new_tokens tokens; returns (B, T + new) on the model's device.
 
-    temperature=0 is greedy; otherwise sample with the given top_k / top_p, reproducibly when seed is
-    given. eos_token_id (one id or several): a row that produced it gets EOS from then on, and
+    temperature=0 (the default) is greedy; otherwise sample with the given top_k / top_p, reproducibly
+    when seed is given. do_sample=True, as in transformers, samples at `temperature` (1.0 unless given). eos_token_id (one id or several): a row that produced it gets EOS from then on, and
     generation stops when every row has. stream(token) is called for every new token as soon as it
     exists: with an int when B == 1, with a list of B ints otherwise. use_cache=False recomputes the
-    whole sequence at every step (the slow way the cache avoids); cache="static" or "growing" picks
-    the cache class. attention_mask (B, T), 1 = token and 0 = padding, lets a batch of prompts of
-    different lengths run together, padded on the left (see pad_left): each row then continues as
-    it would alone. ids may live on any device; they are moved to the model's.
+    whole sequence at every step (the slow way the cache avoids); kv_cache="static" or "growing" picks
+    the KV cache class. attention_mask (B, T), 1 = token and 0 = padding, lets a batch of prompts of
+    different lengths run together, padded on the left (tokenizer.encode_batch): each row then continues
+    as it would alone. ids may live on any device; they are moved to the model's and checked once.
     """
     ids = as_ids(model, None, ids)
     B, T = ids.shape
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
+    temperature = _temperature(temperature, do_sample)
     check_sampling(temperature, top_k, top_p)
-    if cache not in ("static", "growing"):
-        raise ValueError(f"cache={cache!r}: use 'static' (preallocated, fast) or 'growing' (torch.cat, readable).")
+    if kv_cache not in ("static", "growing"):
+        raise ValueError(f"kv_cache={kv_cache!r}: use 'static' (preallocated, fast) or 'growing' (torch.cat, readable).")
     if stream is not None and not callable(stream):
         raise TypeError(f"stream must be a function called with each new token; got {type(stream).__name__}.")
     if T + max_new_tokens > model.config.max_seq_len:
@@ -90,7 +80,7 @@ def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: i
         return None if mask is None else torch.cat([mask, mask.new_ones(B, 1)], dim=1)  # (B, T_k + 1)
 
     if use_cache:
-        kv = StaticKVCache(model.config.n_layers, T + max_new_tokens) if cache == "static" \
+        kv = StaticKVCache(model.config.n_layers, T + max_new_tokens) if kv_cache == "static" \
             else GrowingKVCache(model.config.n_layers)
         logits = prefill(model, ids, kv, attention_mask)                      # (B, vocab)
     else:
@@ -113,3 +103,20 @@ def generate(model, ids, max_new_tokens: int, temperature: float = 0.0, top_k: i
         else:
             logits = model(torch.cat(tokens, dim=1), attention_mask=attention_mask, last_only=True)[:, -1]
     return torch.cat(tokens, dim=1)
+
+
+def _temperature(temperature, do_sample) -> float:
+    """The temperature generate samples at: do_sample (transformers' switch) and temperature must agree."""
+    if do_sample not in (None, True, False):
+        raise TypeError(f"do_sample must be True or False; got {do_sample!r}.")
+    if do_sample is None:
+        return 0.0 if temperature is None else temperature
+    if do_sample:
+        if temperature == 0:
+            raise ValueError("do_sample=True with temperature=0 asks for sampling and for greedy decoding; "
+                             "give a temperature > 0 (default 1.0) or drop do_sample for greedy.")
+        return 1.0 if temperature is None else temperature
+    if temperature not in (None, 0):
+        raise ValueError(f"do_sample=False is greedy decoding, but temperature={temperature} asks for sampling; "
+                         "drop one of them (in llmlab, temperature > 0 alone means sampling).")
+    return 0.0

@@ -26,8 +26,36 @@ import torch
 from torch import nn
 
 
+# The letters of a layout: batch, query positions, key positions, query heads, key/value heads, head
+# width, model width, FFN width, vocabulary. capture and patch read a hook's layout, never its name.
+LAYOUT_LETTERS = ("B", "T", "S", "H", "K", "hd", "d", "ff", "V")
+
+
 class HookPoint(nn.Module):
-    """Identity module; attach torch forward hooks to read or replace the tensor passing through."""
+    """Identity module; attach torch forward hooks to read or replace the tensor passing through.
+
+    layout names the tensor's dimensions, e.g. "B T d" (the residual stream) or "B H T S" (attention
+    weights: batch, heads, query positions, key positions). It is the one place a hook's shape is known.
+    """
+
+    def __init__(self, layout: str = "B T d"):
+        super().__init__()
+        letters = layout.split()
+        if "T" not in letters or any(letter not in LAYOUT_LETTERS for letter in letters):
+            raise ValueError(f"layout {layout!r} must name its dimensions with {LAYOUT_LETTERS}, including T.")
+        self.layout = layout
+
+    @property
+    def position_dim(self) -> int:
+        """Which dimension holds the (query) token positions."""
+        return self.layout.split().index("T")
+
+    def shape(self, sizes: dict) -> tuple:
+        """The tensor's shape given a size for each letter: {"B": 2, "T": 5, "d": 64, ...}."""
+        return tuple(sizes[letter] for letter in self.layout.split())
+
+    def extra_repr(self) -> str:
+        return self.layout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x

@@ -4,9 +4,12 @@ Without a cache, generating token t re-runs the whole prefix: O(t) work per toke
 values of past tokens never change (a token only sees its past), so we store them and let the new
 token's query attend to the stored ones.
 
-Both caches have the same interface:
+Both caches have the same interface (use these; do not assign keys, values or seq_len):
     cache.seq_len                         positions stored so far (in every layer)
     k_all, v_all = cache.update(i, k, v)  append k, v (B, n_kv_heads, T_new, hd) to layer i, return all of it
+    cache.crop(n)                         keep the first n positions (e.g. drop rejected draft tokens)
+    cache.expand(batch_size)              a batch-1 cache becomes batch_size copies (one prefix, many continuations)
+    cache.memory_bytes()                  bytes its keys and values take
     cache.reset()                         forget everything
 
 `seq_len` moves forward once the last layer has stored the new positions, so all layers of one
@@ -23,6 +26,25 @@ from __future__ import annotations
 
 import torch
 
+__all__ = ["GrowingKVCache", "StaticKVCache"]
+
+
+def _check_crop(n, seq_len: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= seq_len:
+        raise ValueError(f"crop keeps the first n positions, 0 <= n <= seq_len={seq_len}; got {n!r}.")
+    return n
+
+
+def _check_expand(keys: list, batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1; got {batch_size!r}.")
+    stored = next((k.shape[0] for k in keys if k is not None), None)
+    if stored is None:
+        raise ValueError("expand needs a filled cache: prefill the shared prefix first (batch 1), then expand.")
+    if stored != 1:
+        raise ValueError(f"expand turns a batch-1 cache into copies; this cache holds a batch of {stored}.")
+    return batch_size
+
 
 class GrowingKVCache:
     """The readable cache: torch.cat the new keys/values onto the old ones (a new tensor every step)."""
@@ -37,6 +59,21 @@ class GrowingKVCache:
         last = self.keys[-1]
         return 0 if last is None else last.shape[2]
 
+    def crop(self, n: int) -> None:
+        """Keep the first n positions of every layer."""
+        n = _check_crop(n, self.seq_len)
+        self.keys = [None if k is None else k[:, :, :n] for k in self.keys]
+        self.values = [None if v is None else v[:, :, :n] for v in self.values]
+
+    def expand(self, batch_size: int) -> None:
+        """Batch 1 -> batch_size rows that share the stored past (views: the next update copies them)."""
+        batch_size = _check_expand(self.keys, batch_size)
+        self.keys = [None if k is None else k.expand(batch_size, -1, -1, -1) for k in self.keys]
+        self.values = [None if v is None else v.expand(batch_size, -1, -1, -1) for v in self.values]
+
+    def memory_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
         if self.keys[layer_idx] is None:
             self.keys[layer_idx], self.values[layer_idx] = k, v
@@ -50,7 +87,8 @@ class GrowingKVCache:
         self.values = [None] * self.n_layers
 
     @classmethod
-    def for_model(cls, model, batch_size: int = 1, max_len: int | None = None) -> "GrowingKVCache":
+    def for_model(cls, model, max_len: int | None = None) -> "GrowingKVCache":
+        """A cache for `model` (max_len is accepted so both classes build alike; a growing cache has no limit)."""
         return cls(model.config.n_layers)
 
 
@@ -85,6 +123,20 @@ class StaticKVCache:
     def reset(self):
         self.seq_len = 0  # the buffers stay; old entries are overwritten before they are read again
 
+    def crop(self, n: int) -> None:
+        """Keep the first n positions: the next update writes at position n (later entries are overwritten)."""
+        self.seq_len = _check_crop(n, self.seq_len)
+
+    def expand(self, batch_size: int) -> None:
+        """Batch 1 -> batch_size rows, each its own copy of the stored past (the buffers are written in place)."""
+        batch_size = _check_expand(self.keys, batch_size)
+        self.keys = [None if k is None else k.repeat(batch_size, 1, 1, 1) for k in self.keys]
+        self.values = [None if v is None else v.repeat(batch_size, 1, 1, 1) for v in self.values]
+
+    def memory_bytes(self) -> int:
+        """Bytes of the preallocated buffers (all max_len positions, used or not)."""
+        return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
     @classmethod
-    def for_model(cls, model, batch_size: int = 1, max_len: int | None = None) -> "StaticKVCache":
+    def for_model(cls, model, max_len: int | None = None) -> "StaticKVCache":
         return cls(model.config.n_layers, max_len or model.config.max_seq_len)

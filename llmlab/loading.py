@@ -13,8 +13,8 @@ What ``name_or_path`` may be:
 
 Every form takes the same road::
 
-    name -> llmlab.registry -> GGUF file -> llmlab.cache (hit: weights, config, tokenizer)
-                                        -> miss: llmlab.gguf -> llmlab.convert -> llmlab.cache
+    name -> llmlab.registry -> GGUF file -> llmlab.disk_cache (hit: weights, config, tokenizer)
+                                        -> miss: llmlab.gguf -> llmlab.convert -> llmlab.disk_cache
     folder or hub id -> safetensors -> llmlab.convert
     ... and in the end llmlab.convert.build_model, then device and dtype
 
@@ -33,7 +33,7 @@ import warnings
 from importlib.util import find_spec
 from pathlib import Path
 
-from llmlab.cache import CacheInvalid, cache_root, entry_folder, read_cache, remember_source, store
+from llmlab.disk_cache import CacheInvalid, cache_root, entry_folder, read_cache, remember_source, store
 from llmlab.convert import build_model, convert_hf_checkpoint
 from llmlab.devices import get_device, get_dtype
 from llmlab.registry import OFFLINE_MODELS, all_spellings, offline_gguf_path, offline_model, spellings_text

@@ -84,7 +84,7 @@ def generate_lookup(model, ids, max_new_tokens: int, draft_len: int = 8, max_ngr
         accepted_total += accepted
         # The cache now holds keys/values for all 1 + k inputs; keep only the last token and the
         # accepted guesses (the rejected positions are overwritten by the next pass).
-        cache.seq_len = len(tokens) + accepted
+        cache.crop(len(tokens) + accepted)
         for token in draft[:accepted] + [greedy[accepted]]:
             tokens.append(token)
             if finished():

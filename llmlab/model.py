@@ -18,7 +18,7 @@ from torch import nn
 
 from llmlab.attention import causal_mask, padding_mask, sliding_window_mask
 from llmlab.block import Block
-from llmlab.checks import check_attention_mask, check_ids  # noqa: F401  (check_ids: also llmlab.model.check_ids)
+from llmlab.checks import check_attention_mask, check_ids
 from llmlab.embedding import TokenEmbedding
 from llmlab.hooks import HookPoint
 from llmlab.norms import make_norm
@@ -34,6 +34,9 @@ class Transformer(nn.Module):
       attn_impl       "sdpa" (fast, default: self.attn_impl) or "eager" (explicit weights, hook_pattern fires)
       attention_mask  (B, T_past + T), 1 for real tokens and 0 for padding (left padding for batches)
       last_only       compute logits for the last position only (what generation needs)
+
+    Token ids are checked against the vocabulary on a sequence's first pass (no cache, or an empty one);
+    decode steps feed back the model's own tokens and skip that check (it costs a GPU round trip).
 
     With tie_embeddings the LM head *is* the embedding matrix; the state dict then lists that matrix
     once, as tok_embed.weight (a load without lm_head.weight is filled from it).
@@ -59,7 +62,7 @@ class Transformer(nn.Module):
             self.lm_head.weight = self.tok_embed.weight
             self._register_state_dict_hook(_drop_tied_head)
             self.register_load_state_dict_pre_hook(_fill_tied_head)
-        self.hook_embed, self.hook_final_norm, self.hook_logits = HookPoint(), HookPoint(), HookPoint()
+        self.hook_embed, self.hook_final_norm, self.hook_logits = HookPoint(), HookPoint(), HookPoint("B T V")
         self.apply(_init_weights)
 
     @property
@@ -77,7 +80,8 @@ class Transformer(nn.Module):
         """ids (B, T) -> embed (+ positions) -> blocks, each given its RoPE tables, mask and ALiBi bias
         -> final norm -> LM head -> logits (B, T, vocab) (B, 1, vocab with last_only)."""
         start = cache.seq_len if cache is not None else 0          # positions already in the cache
-        ids = check_ids(ids, self, start)                           # (B, T), moved to the model's device
+        ids = check_ids(ids, self, start, check_values=start == 0)  # (B, T), on the model's device; ids
+        # are range-checked on a sequence's first pass; later passes feed back tokens the model chose
         B, T = ids.shape
         if attention_mask is not None:
             attention_mask = check_attention_mask(attention_mask, B, start + T, self.device)

@@ -70,6 +70,14 @@ class RMSNorm(nn.Module):
             return F.rms_norm(x, (x.shape[-1],), weight, self.eps)
         return rms_norm(x, self.weight, self.eps, self.unit_offset)
 
+    def linear_at(self, h: torch.Tensor):
+        """The norm with its divisor frozen at h's value: (scale, f) with scale = 1 / rms(h) and
+        f(x) = x * scale * weight, linear in x, f(h) = norm(h). h (..., d) -> scale (..., 1).
+        Direct logit attribution splits the output over the parts of h with it."""
+        scale = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)      # (..., 1)
+        weight = (1.0 + self.weight if self.unit_offset else self.weight).to(h.dtype)
+        return scale, lambda x: x * scale * weight
+
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}" + (", unit_offset=True" if self.unit_offset else "")
 
@@ -89,6 +97,13 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+    def linear_at(self, h: torch.Tensor):
+        """The norm without its bias, divisor frozen at h's value: (scale, f) with scale = 1 / std(h) and
+        f(x) = (x - mean(x)) * scale * weight (centring is linear too); f(h) + bias = norm(h)."""
+        scale = torch.rsqrt(h.var(-1, unbiased=False, keepdim=True) + self.eps)  # (..., 1)
+        weight = self.weight.to(h.dtype)
+        return scale, lambda x: (x - x.mean(-1, keepdim=True)) * scale * weight
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"

@@ -38,7 +38,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from llmlab.checks import check_int
-from llmlab.fusing import ExactTopHead, fusable_groups, fuse_group
+from llmlab.fusing import ExactTopHead, describe_fusion, fusable_groups, fuse_group
 
 GROUP = 32     # int4 group size along the input dimension (GGUF's Q4_0/Q4_1 blocks are 32 weights too)
 DTYPES = ("int8", "int4", "int8-bf16", "int4-bf16")   # "-bf16": the matrix products take bfloat16 activations
@@ -347,6 +347,7 @@ def quantize_model(model: nn.Module, dtype: str, kernel: str | None = None, keep
                 stacked = None if kinds[0] != "int4" else tuple(torch.cat(c) for c in zip(*quantized))
                 plan[fused_name] = (linear, kinds[0], stacked)
                 fused.append(fused_name)
+        describe_fusion(model)
 
     bytes_before = bytes_after = 0
     for name, (linear, kind, quantized) in plan.items():

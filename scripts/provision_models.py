@@ -2,7 +2,7 @@
 import time
 
 import llmlab
-from llmlab.cache import cache_entries
+from llmlab.disk_cache import cache_entries
 
 for name in ("smollm2-135m", "gemma3-270m"):
     start = time.perf_counter()

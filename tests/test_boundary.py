@@ -1,10 +1,9 @@
 """One contract at the boundary: bad arguments raise a clear error, layers count like Python
-indices, inspection takes (model, tokenizer, prompt, ...) (the old order still works, with a
-DeprecationWarning), and ids or vectors from another device are moved to the model's."""
+indices, inspection takes (model, tokenizer, prompt, ...) and no other order, and ids or vectors from
+another device are moved to the model's."""
 import ast
 import math
 import pathlib
-import warnings
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from llmlab import ModelConfig, Transformer, generate
 from llmlab.checks import as_ids, check_int, check_number, resolve_layer
 from llmlab.hooks import hook_name
 from llmlab.inspection import (
-    ablate, capture, hook_names, logit_lens, neuron_activations, patch, patching_sweep, patchscope,
+    ablate, capture, causal_trace, hook_names, logit_lens, neuron_activations, patch, patchscope,
     position_similarity, prompt_similarity, select_names, steer, top_activating_tokens,
 )
 from llmlab.sampling import filtered_probs, sample_next_token, top_k_filter, top_p_filter
@@ -52,7 +51,10 @@ def test_generate_rejects_bad_sampling_settings(model, kwargs, match):
     (dict(max_new_tokens=2.5), r"max_new_tokens must be a whole number"),
     (dict(max_new_tokens=-1), r"max_new_tokens must be >= 0; got -1"),
     (dict(max_new_tokens=2, eos_token_id=500), r"eos_token_id must be in 0\.\.127; got 500"),
-    (dict(max_new_tokens=2, cache="paged"), r"cache='paged'"),
+    (dict(max_new_tokens=2, kv_cache="paged"), r"kv_cache='paged'"),
+    (dict(max_new_tokens=2, cache="static"), r"unexpected keyword argument 'cache'"),
+    (dict(max_new_tokens=2, do_sample=True, temperature=0), r"do_sample=True with temperature=0"),
+    (dict(max_new_tokens=2, do_sample=False, temperature=0.7), r"do_sample=False is greedy"),
     (dict(max_new_tokens=2, seed=1.5), r"seed must be a whole number"),
     (dict(max_new_tokens=2, stream="print"), r"stream must be a function"),
 ])
@@ -145,7 +147,7 @@ def test_hook_name_builds_the_names_the_model_has(model):
 
 def test_no_hand_written_block_names_in_the_inspection_code():
     root = pathlib.Path(__file__).resolve().parents[1] / "llmlab"
-    own = ["capture", "embeddings", "intervene", "lens", "neurons", "patchscope", "similarity", "steering"]
+    own = ["capture", "causal", "embeddings", "intervene", "lens", "neurons", "patchscope", "similarity", "steering"]
     for name in own:
         source = (root / "inspection" / f"{name}.py").read_text()
         assert 'f"blocks.{' not in source, name
@@ -153,37 +155,24 @@ def test_no_hand_written_block_names_in_the_inspection_code():
 
 # ------------------------------------------------------------------ one argument order
 
-def _no_warning(fn):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        return fn()
-
-
-def test_old_argument_order_still_works_with_a_deprecation_warning(model):
-    text, ids = "hello there", as_ids(model, TOK, "hello there")
-    name = "blocks.0.hook_resid_post"
-    new_and_old = {
-        "capture": (lambda: capture(model, TOK, text)[0], lambda: capture(model, text, TOK)[0]),
-        "logit_lens": (lambda: logit_lens(model, TOK, text, k=2).top_ids,
-                       lambda: logit_lens(model, text, TOK, k=2).top_ids),
-        "ablate": (lambda: ablate(model, TOK, text, 1, "mlp"), lambda: ablate(model, text, 1, "mlp", tokenizer=TOK)),
-        "patch": (lambda: patch(model, TOK, text, name, torch.zeros(1, 1, model.config.d_model), positions=[2]),
-                  lambda: patch(model, text, name, torch.zeros(1, 1, model.config.d_model), [2], TOK)),
-        "patching_sweep": (lambda: patching_sweep(model, TOK, "abc", "abd", lambda logits: float(logits[0, -1, 4])),
-                           lambda: patching_sweep(model, "abc", "abd", lambda logits: float(logits[0, -1, 4]),
-                                                  tokenizer=TOK)),
-        "as_ids": (lambda: as_ids(model, TOK, text), lambda: as_ids(model, text, TOK)),
+def test_the_old_argument_order_is_refused_with_the_order_to_use(model):
+    text = "hello there"
+    old_order = {
+        "capture": lambda: capture(model, text, TOK),
+        "logit_lens": lambda: logit_lens(model, text, TOK),
+        "ablate": lambda: ablate(model, text, TOK, 1, "mlp"),
+        "patch": lambda: patch(model, text, TOK, "blocks.0.hook_resid_post", torch.zeros(1, 1, model.config.d_model)),
+        "causal_trace": lambda: causal_trace(model, "abc", TOK, 4, corrupt="abd"),
+        "as_ids": lambda: as_ids(model, text, TOK),
     }
-    for fn_name, (new, old) in new_and_old.items():
-        expected = _no_warning(new)
-        with pytest.warns(DeprecationWarning, match=rf"{fn_name}\(model, tokenizer, prompt, \.\.\.\)"):
-            got = old()
-        assert torch.equal(got, expected), fn_name
-    # keywords, and ids without a tokenizer, are fine in any position and give no warning
-    assert torch.equal(_no_warning(lambda: capture(model, prompt=text, tokenizer=TOK)[0]), new_and_old["capture"][0]())
-    assert torch.equal(_no_warning(lambda: capture(model, ids)[0]), _no_warning(lambda: capture(model, None, ids)[0]))
-    assert torch.equal(_no_warning(lambda: ablate(model, prompt=ids, layer=1, sublayer="mlp")),
-                       new_and_old["ablate"][0]())
+    for fn_name, call in old_order.items():
+        with pytest.raises(TypeError, match=r"f\(model, tokenizer, prompt, \.\.\.\)"):
+            call()
+    # keywords, and ids without a tokenizer, are fine
+    ids = as_ids(model, TOK, text)
+    assert torch.equal(capture(model, prompt=text, tokenizer=TOK)[0], capture(model, TOK, text)[0])
+    assert torch.equal(capture(model, None, ids)[0], capture(model, TOK, text)[0])
+    assert torch.equal(ablate(model, None, ids, layer=1, sublayer="mlp"), ablate(model, TOK, text, 1, "mlp"))
 
 
 def test_a_text_prompt_without_a_tokenizer_says_what_to_do(model):

@@ -11,8 +11,8 @@ import torch
 from llmlab.config import ModelConfig
 from llmlab.devices import available_devices
 from llmlab.inspection import capture, hooks, patch
-from llmlab.inspection.causal import causal_trace, direct_logit_attribution, logit_diff
-from llmlab.inspection.probes import control_labels, probe_accuracy, probe_with_control, train_probe
+from llmlab.inspection import causal_trace, direct_logit_attribution, logit_diff
+from llmlab.inspection import control_labels, probe_accuracy, probe_with_control, train_probe
 from llmlab.model import Transformer
 
 DEVICES = available_devices()
@@ -223,7 +223,7 @@ def test_text_prompts_with_a_tokenizer():
 
 
 def test_mean_ci_brackets_the_mean_and_shrinks_with_more_values():
-    from llmlab.inspection.probes import mean_ci
+    from llmlab.stats import mean_ci
 
     g = torch.Generator().manual_seed(0)
     few, many = torch.randn(10, generator=g) + 3, torch.randn(1000, generator=g) + 3

@@ -5,7 +5,7 @@ import transformers
 
 import llmlab
 from llmlab import ModelConfig, Transformer, available_devices, decode_step, generate, prefill
-from llmlab.generation import pad_left
+from llmlab.tokenization import pad_left
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
 from llmlab.sampling import sample_next_token, top_k_filter, top_p_filter
 
@@ -40,8 +40,8 @@ def test_cached_and_uncached_generation_give_identical_tokens(device, arch):
     model = _tiny(device, **ARCHS[arch])
     ids = torch.randint(0, V, (2, 5), generator=torch.Generator().manual_seed(0)).to(device)
     slow = generate(model, ids, 12, use_cache=False)
-    static = generate(model, ids, 12, cache="static")
-    growing = generate(model, ids, 12, cache="growing")
+    static = generate(model, ids, 12, kv_cache="static")
+    growing = generate(model, ids, 12, kv_cache="growing")
     assert slow.shape == (2, 17)
     assert torch.equal(slow, static) and torch.equal(slow, growing)
     assert torch.equal(slow[:, :5], ids)
@@ -62,6 +62,60 @@ def test_prefill_and_decode_step_logits_match_full_forward(device, cache_cls):
     stepped = torch.stack(logits[:-1], dim=1)  # logits for positions 3..8
     assert (stepped - full[:, 3:9]).abs().max().item() <= 1e-5
     assert (logits[-1] - full[:, 9]).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("cache_cls", [GrowingKVCache, StaticKVCache])
+def test_kv_cache_crop_and_expand_continue_like_a_fresh_run(cache_cls):
+    """crop(n) forgets everything after position n; expand(N) turns one prefilled prefix into N rows.
+    Both give the logits a run without the cache gives (the control: without crop they differ)."""
+    model = _tiny()
+    ids = torch.randint(0, V, (1, 8), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = model(ids)                                              # (1, 8, V)
+        cache = cache_cls.for_model(model, max_len=16)
+        prefill(model, ids[:, :6], cache)
+        prefill(model, torch.tensor([[7, 7]]), cache)                  # two wrong guesses ...
+        cache.crop(6)                                                  # ... dropped again
+        assert cache.seq_len == 6
+        torch.testing.assert_close(decode_step(model, ids[:, 6], cache), full[:, 6], atol=1e-5, rtol=1e-5)
+        cache.reset()
+        prefill(model, ids[:, :6], cache)
+        cache.expand(3)
+        nexts = torch.tensor([ids[0, 6], 5, 9])
+        stepped = decode_step(model, nexts, cache)                     # (3, V): three continuations
+        for row, token in enumerate(nexts.tolist()):
+            alone = model(torch.cat([ids[:, :6], torch.tensor([[token]])], dim=1))[:, -1]
+            torch.testing.assert_close(stepped[row:row + 1], alone, atol=1e-5, rtol=1e-5)
+        assert cache.memory_bytes() > 0
+    with pytest.raises(ValueError, match="crop keeps the first n positions"):
+        cache.crop(99)
+    with pytest.raises(ValueError, match="batch of 3"):
+        cache.expand(2)
+
+
+def _flat():
+    torch.manual_seed(0)
+    return Transformer(ModelConfig.preset("tiny-llama")).eval()  # default init: nearly flat distributions
+
+
+def test_do_sample_means_what_it_means_in_transformers():
+    model = _flat()
+    ids = torch.tensor([[1, 2, 3]])
+    sampled = generate(model, ids, 6, do_sample=True, seed=3)
+    assert torch.equal(sampled, generate(model, ids, 6, temperature=1.0, seed=3))
+    assert torch.equal(generate(model, ids, 6, do_sample=True, temperature=0.5, seed=3),
+                       generate(model, ids, 6, temperature=0.5, seed=3))
+    assert torch.equal(generate(model, ids, 6, do_sample=False), generate(model, ids, 6))
+    assert not torch.equal(sampled, generate(model, ids, 6))           # sampling is not greedy here
+
+
+def test_generate_stops_at_eos():
+    model = _flat()
+    ids = torch.tensor([[1, 2, 3]])
+    free = generate(model, ids, 6, temperature=1.0, seed=0)[0, 3:].tolist()
+    eos = free[2]
+    stopped = generate(model, ids, 6, temperature=1.0, seed=0, eos_token_id=eos)[0, 3:].tolist()
+    assert stopped == free[:free.index(eos) + 1] and len(stopped) < len(free)
 
 
 def _hf_pair(kind):
@@ -196,7 +250,7 @@ def _alone_and_batched(model, prompts, n_new, pad_id=0, mask=True, **kwargs):
     return alone, batched[:, ids.shape[1]:].tolist()
 
 
-@pytest.mark.parametrize("how", [dict(cache="static"), dict(cache="growing"), dict(use_cache=False)], ids=str)
+@pytest.mark.parametrize("how", [dict(kv_cache="static"), dict(kv_cache="growing"), dict(use_cache=False)], ids=str)
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_a_left_padded_batch_continues_each_row_as_it_would_alone(arch, how):
     model = _contextual(arch)

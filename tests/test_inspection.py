@@ -10,10 +10,11 @@ import torch.nn.functional as F
 
 from llmlab.config import ModelConfig
 from llmlab.devices import available_devices
+from llmlab import as_ids
 from llmlab.inspection import (
-    ablate, analogy, as_ids, capture, cka_matrix, cosine, cosine_matrix, estimate_memory, generate_steered,
-    hook_names, layer_cka, layer_similarity, linear_cka, logit_lens, nearest_tokens, patch, patching_sweep,
-    patchscope, position_similarity, prompt_similarity, select_names, steer, steering_vector, top_activating_tokens, unembed,
+    ablate, analogy, capture, causal_trace, cka_matrix, cosine, cosine_matrix, estimate_memory, generate_steered,
+    hook_names, layer_cka, layer_similarity, linear_cka, logit_diff, logit_lens, nearest_tokens, patch,
+    patchscope, position_similarity, prompt_similarity, select_names, steer, steering_vector, top_activating_tokens,
 )
 from llmlab.inspection.capture import hook_shape
 from llmlab.model import Transformer
@@ -55,7 +56,7 @@ def test_capture_matches_forward_shapes_and_estimate(preset, device):
     assert sorted(cache) == sorted(hook_names(model))
     assert list(cache)[:2] == ['hook_embed', 'blocks.0.hook_resid_pre']  # stored in forward order
     for name, tensor in cache.items():
-        assert tuple(tensor.shape) == hook_shape(model.config, name, 9, batch=2), name
+        assert tuple(tensor.shape) == hook_shape(model, name, 9, batch=2), name
         assert tensor.device.type == torch.device(device).type
     assert estimate_memory(model, 9, batch=2) == cache.memory_bytes()
     torch.testing.assert_close(cache["hook_logits"], logits)
@@ -126,7 +127,7 @@ def test_lens_at_the_last_layer_is_the_output_distribution(preset, device):
     assert lens.layer_labels == ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
     # the first row reads the embeddings themselves
     _, cache = capture(model, None, ids, names=["hook_embed"])
-    torch.testing.assert_close(lens.top_ids[0], unembed(model, cache["hook_embed"][0]).topk(5, -1).indices.cpu())
+    torch.testing.assert_close(lens.top_ids[0], model.unembed(cache["hook_embed"][0]).topk(5, -1).indices.cpu())
 
 
 def test_lens_result_helpers():
@@ -230,7 +231,7 @@ def test_patching_a_state_into_the_same_position_reproduces_the_logits(preset, d
     torch.testing.assert_close(other[0, :3], logits[0, :3])  # earlier positions cannot see position 3
 
 
-def test_patching_sweep_finds_the_changed_token():
+def test_a_patching_sweep_finds_the_changed_token():
     model = tiny()
     clean = torch.tensor([[1, 2, 3, 4, 5, 6]])
     corrupt = torch.tensor([[1, 2, 9, 4, 5, 6]])
@@ -239,13 +240,13 @@ def test_patching_sweep_finds_the_changed_token():
         rival = int(model(corrupt)[0, -1].argmax())
     if target == rival:
         rival = (target + 1) % model.config.vocab_size
-    metric = lambda logits: float(logits[0, -1, target] - logits[0, -1, rival])  # noqa: E731
-    effect = patching_sweep(model, None, clean, corrupt, metric)
+    metric = logit_diff(target, rival)
+    effect = causal_trace(model, None, clean, metric, corrupt=corrupt, site="resid_pre").recovered()
     assert effect.shape == (model.config.n_layers, 6)
     # before block 0, only the changed position carries the difference: patching it restores everything
     torch.testing.assert_close(effect[0], torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), atol=1e-4, rtol=0)
     # after the last block only the last position's own state feeds its logits
-    effect = patching_sweep(model, None, clean, corrupt, metric, hook="hook_resid_post")
+    effect = causal_trace(model, None, clean, metric, corrupt=corrupt, site="resid_post").recovered()
     torch.testing.assert_close(effect[-1], torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 1.0]), atol=1e-4, rtol=0)
 
 
@@ -304,7 +305,7 @@ def test_steering_at_the_last_block_adds_the_vector_before_the_unembedding():
     _, cache = capture(model, None, ids, names=["*hook_resid_post"])
     with torch.no_grad(), steer(model, vector, layer=-1, scale=2.0):
         steered = model(ids)
-    torch.testing.assert_close(steered, unembed(model, cache.resid(-1) + 2.0 * vector), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(steered, model.unembed(cache.resid(-1) + 2.0 * vector), atol=1e-5, rtol=1e-5)
 
 
 def test_patchscope_with_the_templates_own_state_is_plain_generation():

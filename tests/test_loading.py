@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import llmlab
-from llmlab import cache, loading, registry
+from llmlab import disk_cache as cache, loading, registry
 from llmlab.loading import load
 from llmlab.registry import OFFLINE_MODELS, ModelPackageMissing, offline_model
 

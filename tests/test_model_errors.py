@@ -42,7 +42,7 @@ def test_float_ids(model):
 def test_wrong_shape_and_type(model):
     with pytest.raises(ValueError, match="unsqueeze"):
         model(torch.tensor([1, 2, 3]))
-    with pytest.raises(TypeError, match="torch.tensor"):
+    with pytest.raises(TypeError, match=r"llmlab.as_ids\(model, tokenizer, text\)"):
         model([[1, 2, 3]])
 
 

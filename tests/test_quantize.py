@@ -95,7 +95,8 @@ def test_fused_projections_give_the_same_numbers(dtype):
     fused = quantize_model(tiny_model(), dtype, kernel="dequantize", exact_only=False, exact_top=0)
     n_layers = fused.config.n_layers
     assert len(fused.quantization["fused"]) == 2 * n_layers and not separate.quantization["fused"]
-    assert not hasattr(fused.blocks[0].attn, "q_proj") and fused.blocks[0].attn.fused_qkv
+    assert not hasattr(fused.blocks[0].attn, "q_proj") and fused.blocks[0].attn.fused
+    assert fused.config.fused_qkv and fused.config.fused_gate_up and not separate.config.fused_qkv
     assert sum(isinstance(m, (Int8Linear, Int4Linear)) for m in fused.modules()) == \
         sum(isinstance(m, (Int8Linear, Int4Linear)) for m in separate.modules()) - 3 * n_layers
     assert fused.quantization["linear_bytes_after"] == separate.quantization["linear_bytes_after"]

@@ -2,24 +2,28 @@
 them (ablation, patching, steering, Patchscopes). Everything runs on llmlab's hook points.
 
 Every function takes (model, tokenizer, prompt, ...); the tokenizer may be None when the prompt is
-token ids. Layers count like Python indices (-1 is the last block); ids and vectors may come from
-any device."""
-from llmlab.checks import resolve_layer
+token ids. A prompt may also be a list of texts: it runs as one batch padded on the left, so position
+-1 is every text's last real token (or pass padded ids with attention_mask=). Functions that measure
+one prompt at a time (lens, tracing, attribution, Patchscopes) then return one result per text, equal
+to the result of that text alone. Layers count like Python indices (-1 is the last block); ids and
+vectors may come from any device.
+
+Import these names from here (`from llmlab.inspection import capture, hook_name`), not from the modules.
+"""
+from llmlab.checks import resolve_layer, token_id
 from llmlab.hooks import hook_name
 from llmlab.inspection.causal import (
     SITES, AttributionResult, TraceResult, causal_trace, direct_logit_attribution, induction_chance,
     induction_scores, logit_diff,
 )
 from llmlab.inspection.capture import (
-    ActivationCache, as_ids, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
+    ActivationCache, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
 )
 from llmlab.inspection.embeddings import analogy, nearest_to_vector, nearest_tokens
-from llmlab.inspection.intervene import ablate, logit_difference, patch, patching_sweep
-from llmlab.inspection.lens import LensResult, logit_lens, unembed
+from llmlab.inspection.intervene import ablate, patch
+from llmlab.inspection.lens import LensResult, logit_lens
 from llmlab.inspection.neurons import neuron_activations, top_activating_tokens
-from llmlab.inspection.probes import (
-    ProbeResult, control_labels, mean_ci, probe_accuracy, probe_with_control, train_probe,
-)
+from llmlab.inspection.probes import ProbeResult, control_labels, probe_accuracy, probe_with_control, train_probe
 from llmlab.inspection.patchscope import IDENTITY_TEMPLATE, PatchscopeResult, patchscope
 from llmlab.inspection.similarity import (
     cka_matrix, cosine, cosine_matrix, layer_cka, layer_similarity, linear_cka, position_similarity,
@@ -28,12 +32,12 @@ from llmlab.inspection.similarity import (
 from llmlab.inspection.steering import generate_steered, mean_resid, steer, steering_vector
 
 __all__ = [
-    "hook_name", "resolve_layer", "ActivationCache", "as_ids", "capture", "estimate_memory", "hook_names", "hooks", "select_names", "token_strings",
-    "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "logit_difference", "patch", "patching_sweep",
-    "LensResult", "logit_lens", "unembed", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
+    "hook_name", "resolve_layer", "token_id", "ActivationCache", "capture", "estimate_memory", "hook_names", "hooks",
+    "select_names", "token_strings", "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "patch",
+    "LensResult", "logit_lens", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
     "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
     "SITES", "AttributionResult", "TraceResult", "causal_trace", "direct_logit_attribution", "induction_chance",
     "induction_scores", "logit_diff",
-    "ProbeResult", "control_labels", "mean_ci", "probe_accuracy", "probe_with_control", "train_probe",
+    "ProbeResult", "control_labels", "probe_accuracy", "probe_with_control", "train_probe",
 ]

@@ -10,7 +10,14 @@ passed through them.
     logits, cache = capture(model, None, ids, names=["*hook_resid_post"], layers=[10, 11], positions=[-1])
 
 Like every inspection function it takes (model, tokenizer, prompt, ...); the tokenizer may be None
-when the prompt is token ids.
+when the prompt is token ids. A list of texts runs as one batch, padded on the left, so position -1
+is every text's last real token:
+
+    logits, cache = capture(model, tokenizer, ["Paris is", "The capital of Italy is"], positions=[-1])
+    cache["blocks.3.hook_resid_post"].shape                   # (2, 1, d)
+
+Write `blocks.3.hook_resid_post` as hook_name(3, "resid_post"). Each hook's tensor layout (which
+dimension is the position) is stored on its HookPoint (`.layout`), not guessed from its name.
 
 Before running, `estimate_memory` says how many bytes the cache will take, and `capture`
 refuses (with a hint) to build a cache larger than `max_bytes`.
@@ -23,8 +30,8 @@ import re
 
 import torch
 
-# as_ids is used here and stays importable from llmlab.inspection.capture, as before
-from llmlab.checks import as_ids, check_int, resolve_layer, resolve_position, tokenizer_first
+from llmlab.attention import Attention
+from llmlab.checks import as_batch, check_int, real_positions, resolve_layer, resolve_position
 from llmlab.hooks import HookPoint, hook_name
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
@@ -63,32 +70,28 @@ def select_names(model, names=None, layers=None) -> list[str]:
     return chosen
 
 
-def position_dim(name: str) -> int:
-    """Which dimension of a hook's tensor is the token position.
+def hook_point(model, name: str) -> HookPoint:
+    """The HookPoint module called `name` (a KeyError that lists where to look otherwise)."""
+    try:
+        module = model.get_submodule(name) if isinstance(name, str) else None
+    except AttributeError:
+        module = None
+    if not isinstance(module, HookPoint):
+        raise KeyError(f"No hook point named {name!r}. Hook names look like 'hook_embed', 'blocks.0.hook_resid_post', "
+                       "'blocks.0.attn.hook_pattern'; build them with hook_name(layer, point), list them with "
+                       "hook_names(model).")
+    return module
 
-    q/k/v are (B, heads, T, head_dim) and the pattern is (B, heads, T_query, T_key): dim 2.
-    Everything else, including z (B, T, heads, head_dim), has T in dim 1.
+
+def hook_shape(model, name: str, n_tokens: int, batch: int = 1, n_positions: int | None = None) -> tuple:
+    """The shape a hook's tensor will have, from its layout and the config (used for the memory estimate).
+
+    n_positions: how many (query) positions are kept, when fewer than n_tokens.
     """
-    return 2 if name.endswith(("hook_q", "hook_k", "hook_v", "hook_pattern")) else 1
-
-
-def hook_shape(config, name: str, n_tokens: int, batch: int = 1, n_positions: int | None = None) -> tuple:
-    """The shape a hook's tensor will have, from the config alone (used for the memory estimate)."""
-    B, T, P = batch, n_tokens, n_tokens if n_positions is None else n_positions
-    d, hd, H, K = config.d_model, config.head_dim, config.n_heads, config.n_kv_heads
-    if name.endswith("hook_q"):
-        return (B, H, P, hd)
-    if name.endswith(("hook_k", "hook_v")):
-        return (B, K, P, hd)
-    if name.endswith("hook_pattern"):
-        return (B, H, P, T)
-    if name.endswith("hook_z"):
-        return (B, P, H, hd)
-    if name.endswith(("mlp.hook_pre", "mlp.hook_post")):
-        return (B, P, config.d_ff)
-    if name.endswith("hook_logits"):
-        return (B, P, config.vocab_size)
-    return (B, P, d)
+    c = model.config
+    sizes = {"B": batch, "T": n_tokens if n_positions is None else n_positions, "S": n_tokens, "H": c.n_heads,
+             "K": c.n_kv_heads, "hd": c.head_dim, "d": c.d_model, "ff": c.d_ff, "V": c.vocab_size}
+    return hook_point(model, name).shape(sizes)
 
 
 def estimate_memory(model, n_tokens: int, names=None, layers=None, positions=None, batch: int = 1) -> int:
@@ -102,7 +105,7 @@ def estimate_memory(model, n_tokens: int, names=None, layers=None, positions=Non
     total = 0
     for name in select_names(model, names, layers):
         numel = 1
-        for size in hook_shape(model.config, name, n_tokens, batch, n_positions):
+        for size in hook_shape(model, name, n_tokens, batch, n_positions):
             numel *= size
         total += numel * element
     return total
@@ -121,13 +124,25 @@ class ActivationCache:
     cache.resid(2)                     # the same
     cache.pattern(2)                   # (B, n_heads, T, T)
     cache.accumulated_resid()          # (n_layers + 1, B, T, d): after the embedding, after each block
+    cache.attention_mask               # (B, T) bool, False = padding (None: no row is padded)
     """
 
-    def __init__(self, store: dict, config, positions: list[int] | None = None, tokens: list[str] | None = None):
+    def __init__(self, store: dict, config, positions: list[int] | None = None, tokens: list | None = None,
+                 attention_mask: torch.Tensor | None = None):
         self.store = store
         self.config = config
-        self.positions = positions      # which positions were kept (None: all)
-        self.tokens = tokens            # token strings of the prompt, when a tokenizer was given
+        self.positions = positions      # which (padded) columns were kept (None: all)
+        self.tokens = tokens            # token strings when a tokenizer was given: a list for one prompt,
+        #                                 one list per row (real tokens only) for a batch
+        self.attention_mask = attention_mask
+
+    def real_positions(self, row: int = 0) -> list[int]:
+        """The columns of the captured tensors that hold row `row`'s real tokens (padding left out)."""
+        if self.positions is not None:
+            raise ValueError("This cache kept only some positions (positions=...); capture all positions to ask "
+                             "which are real tokens.")
+        T = next(iter(self.store.values())).shape[1] if self.attention_mask is None else self.attention_mask.shape[1]
+        return real_positions(self.attention_mask, row, T)
 
     def __getitem__(self, name: str) -> torch.Tensor:
         if name not in self.store:
@@ -176,28 +191,41 @@ class ActivationCache:
 
     def to(self, device) -> "ActivationCache":
         return ActivationCache({k: v.to(device) for k, v in self.store.items()}, self.config, self.positions,
-                               self.tokens)
+                               self.tokens, self.attention_mask)
 
     def __repr__(self) -> str:
         return f"ActivationCache({len(self.store)} tensors, {self.memory_bytes() / 2**20:.1f} MiB)"
 
 
 @contextlib.contextmanager
-def hooks(model, fns: dict):
+def hooks(model, fns: dict, attn_impl: str | None = None):
     """Temporarily attach forward hooks: {hook name: fn(tensor) -> tensor or None}.
 
     A fn that returns a tensor replaces the value (ablation, patching, steering); one that returns
-    None only reads it. The hooks are removed on exit, even after an error.
+    None only reads it. The hooks are removed on exit, even after an error. Run any forward inside
+    (with its own attention_mask=). attn_impl: the attention path for forwards inside the block
+    ("eager" makes hook_pattern fire); a hook that cannot fire on the path the model will take is refused.
     """
-    modules = dict(model.named_modules())
+    if attn_impl not in (None, "eager", "sdpa"):
+        raise ValueError(f"attn_impl={attn_impl!r}: use 'eager' (weights pass through hook_pattern) or 'sdpa'.")
+    points = {name: hook_point(model, name) for name in fns}
+    old_impl = getattr(model, "attn_impl", None)         # a Transformer's default path
+    path = attn_impl or old_impl
+    for name in points:
+        attention = model.get_submodule(name.rpartition(".")[0]) if name.endswith("hook_pattern") else None
+        if isinstance(attention, Attention) and path != "eager" and attention.softcap is None:
+            raise ValueError(f"{name!r} never fires on the {path!r} attention path (the fused kernel computes no "
+                             "weights). Use hooks(model, fns, attn_impl='eager'), or capture(), which switches by itself.")
     handles = []
     try:
+        if old_impl is not None:
+            model.attn_impl = path
         for name, fn in fns.items():
-            if name not in modules or not isinstance(modules[name], HookPoint):
-                raise KeyError(f"No hook point named {name!r}; see llmlab.inspection.capture.hook_names(model).")
-            handles.append(modules[name].register_forward_hook(lambda module, inputs, output, fn=fn: fn(output)))
+            handles.append(points[name].register_forward_hook(lambda module, inputs, output, fn=fn: fn(output)))
         yield model
     finally:
+        if old_impl is not None:
+            model.attn_impl = old_impl
         for handle in handles:
             handle.remove()
 
@@ -207,22 +235,22 @@ def token_strings(tokenizer, ids) -> list[str]:
     return [tokenizer.decode([int(i)]) for i in ids]
 
 
-@tokenizer_first("prompt", "tokenizer", "names", "layers", "positions", "store_device", "max_bytes", "attn_impl")
 @torch.no_grad()
 def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positions=None, store_device=None,
-            max_bytes: int | None = 2**31, attn_impl: str | None = None):
-    """Run the model on a prompt and return (logits, ActivationCache).
+            max_bytes: int | None = 2**31, attn_impl: str | None = None, attention_mask=None):
+    """Run the model on a prompt (or a batch) and return (logits (B, T, vocab), ActivationCache).
 
-    tokenizer   : encodes a text prompt and labels the tokens (None: the prompt is ids).
-    prompt      : text (needs tokenizer), a list of ids, or a (T,) / (B, T) tensor of ids (any device).
+    tokenizer   : encodes text and labels the tokens (None: the prompt is ids).
+    prompt      : text, a list of texts (one left-padded batch), a list of ids, or a (T,) / (B, T) tensor of ids.
     names       : hook names or glob patterns to keep (None: every hook point).
     layers      : only these blocks' hooks (non-block hooks like hook_embed are kept).
-    positions   : only these token positions (e.g. [-1]); the pattern keeps these query rows.
+    positions   : only these token positions, e.g. [-1]: the last real token of every row (left padding).
     store_device: where the cached tensors live (default: the model's device; "cpu" saves GPU memory).
     max_bytes   : refuse to build a bigger cache (None: no limit).
     attn_impl   : forced to "eager" when an attention pattern is asked for (the fast path has no weights).
+    attention_mask: (B, T), 0 = padding, for a padded ids tensor; kept as cache.attention_mask.
     """
-    ids = as_ids(model, tokenizer, prompt)
+    ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     B, T = ids.shape
     if max_bytes is not None:
         check_int("max_bytes", max_bytes, low=0, hint="None means no limit.")
@@ -237,7 +265,7 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     store = {}
 
     def saver(name):
-        dim = position_dim(name)
+        dim = hook_point(model, name).position_dim
 
         def save(tensor):
             kept = tensor.detach()
@@ -248,8 +276,10 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
 
     if any(n.endswith("hook_pattern") for n in chosen):
         attn_impl = "eager"
-    kwargs = {} if attn_impl is None else {"attn_impl": attn_impl}
-    with hooks(model, {name: saver(name) for name in chosen}):
-        logits = model(ids, **kwargs)  # (B, T, vocab)
-    tokens = token_strings(tokenizer, ids[0]) if tokenizer is not None else None
-    return logits, ActivationCache(store, model.config, keep, tokens)
+    with hooks(model, {name: saver(name) for name in chosen}, attn_impl):
+        logits = model(ids, attention_mask=attention_mask)  # (B, T, vocab)
+    tokens = None
+    if tokenizer is not None:
+        rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]
+        tokens = rows[0] if B == 1 else rows
+    return logits, ActivationCache(store, model.config, keep, tokens, attention_mask)

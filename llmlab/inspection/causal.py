@@ -19,6 +19,10 @@ sublayer, and the terms add up to the logit exactly.
 
     dla = direct_logit_attribution(model, tok, "The Eiffel Tower is in the city of", paris_id)
     dla.labels, dla.contributions    # ["embed", "attn 0", "mlp 0", ...], (2 * n_layers + 1,)
+
+Both measure one prompt at a time; given a list of prompts they return a list of results, each
+equal to that prompt's result alone. A metric is a function of the last position's logits,
+(B, vocab) -> (B,), such as logit_diff(a, b).
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import dataclasses
 import torch
 
 from llmlab.hooks import hook_name
-from llmlab.checks import as_ids, resolve_layer, resolve_position
+from llmlab.checks import as_ids, prompt_rows, resolve_layer, resolve_position
 from llmlab.inspection.capture import capture, hooks, token_strings
 
 SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
@@ -64,11 +68,13 @@ class TraceResult:
 
 @torch.no_grad()
 def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions=None, noise_scale: float = 3.0,
-                 seed: int = 0, site: str = "resid_post", layers=None, positions=None, window: int = 1) -> TraceResult:
+                 seed: int = 0, site: str = "resid_post", layers=None, positions=None, window: int = 1,
+                 attention_mask=None):
     """Restore one clean activation at a time in a corrupted run and measure the answer.
 
     tokenizer      : encodes text prompts and labels the tokens (None when the prompts are ids).
-    prompt         : the clean prompt (text, or ids).
+    prompt         : the clean prompt (text, or ids) -> a TraceResult; a list of texts (or padded ids with
+                     attention_mask) -> a list of TraceResult, one per prompt (corrupt: a list as long).
     answer         : a token id (metric: its probability at the last position) or a function
                      of the last position's logits (B, vocab) -> (B,), e.g. logit_diff(a, b).
     corrupt        : a corrupted prompt with the same number of tokens, or
@@ -82,6 +88,20 @@ def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions
 
     One forward pass per layer: the batch holds one row per position, each restoring its own.
     """
+    rows, several = prompt_rows(model, tokenizer, prompt, attention_mask)
+    if several:
+        corrupts = [None] * len(rows) if corrupt is None else corrupt
+        if isinstance(corrupts, str) or len(corrupts) != len(rows):
+            raise ValueError(f"With {len(rows)} prompts, corrupt must be a list of {len(rows)} corrupted prompts.")
+        return [_trace(model, tokenizer, ids, answer, c, noise_positions, noise_scale, seed, site, layers,
+                       positions, window) for ids, c in zip(rows, corrupts)]
+    return _trace(model, tokenizer, rows[0], answer, corrupt, noise_positions, noise_scale, seed, site, layers,
+                  positions, window)
+
+
+def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale, seed, site, layers, positions,
+           window) -> TraceResult:
+    """causal_trace of one prompt, ids (1, T)."""
     if site not in SITES:
         raise ValueError(f"site must be one of {SITES}, got {site!r}.")
     if (corrupt is None) == (noise_positions is None):
@@ -90,9 +110,6 @@ def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions
     if window < 1:
         raise ValueError(f"window must be at least 1 (layers restored per row), got {window}.")
     metric = _answer_metric(answer)
-    ids = as_ids(model, tokenizer, prompt)
-    if ids.shape[0] != 1:
-        raise ValueError(f"causal_trace takes one prompt at a time; got a batch of {ids.shape[0]}.")
     T = ids.shape[1]
     n_layers = model.config.n_layers
     layers = list(range(n_layers)) if layers is None else [resolve_layer(n_layers, l) for l in layers]
@@ -157,9 +174,12 @@ class AttributionResult:
 
 
 @torch.no_grad()
-def direct_logit_attribution(model, tokenizer, prompt, target: int, position: int = -1,
-                             minus=None) -> AttributionResult:
+def direct_logit_attribution(model, tokenizer, prompt, target: int, position: int = -1, minus=None,
+                             attention_mask=None):
     """Split the target token's logit at `position` into the embedding's and each sublayer's share.
+
+    prompt: text or ids -> an AttributionResult; a list of texts (or padded ids with attention_mask) ->
+    a list of AttributionResult, one per prompt, `position` counted within each prompt.
 
     minus: a token id or a list of ids; then the attributed quantity is the logit *difference*
     logit(target) - mean(logit(minus)), e.g. " Paris" against other cities: what a part adds to
@@ -182,9 +202,13 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
     for token in [target, *minus]:
         if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < model.config.vocab_size:
             raise ValueError(f"target and minus must be token ids in 0..{model.config.vocab_size - 1}, got {token!r}.")
-    ids = as_ids(model, tokenizer, prompt)
-    if ids.shape[0] != 1:
-        raise ValueError(f"direct_logit_attribution takes one prompt at a time; got a batch of {ids.shape[0]}.")
+    rows, several = prompt_rows(model, tokenizer, prompt, attention_mask)
+    results = [_attribute(model, ids, target, position, minus) for ids in rows]
+    return results if several else results[0]
+
+
+def _attribute(model, ids, target: int, position: int, minus: list) -> AttributionResult:
+    """direct_logit_attribution of one prompt, ids (1, T)."""
     pos = resolve_position(position, ids.shape[1])
     n = model.config.n_layers
     _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", hook_name(n - 1, "resid_post")])
@@ -197,21 +221,12 @@ def direct_logit_attribution(model, tokenizer, prompt, target: int, position: in
     h = cache[hook_name(n - 1, "resid_post")][0, pos].double()  # (d,) = parts.sum(0)
 
     norm = model.final_norm
-    weight = norm.weight.double()
-    bias = 0.0
-    if hasattr(norm, "unit_offset"):                          # RMSNorm: h / rms(h) * w
-        scale = 1.0 / torch.sqrt(h.pow(2).mean() + norm.eps)
-        weight = 1.0 + weight if norm.unit_offset else weight
-    else:                                                     # LayerNorm: (h - mean) / std * w + b
-        scale = 1.0 / torch.sqrt(h.var(unbiased=False) + norm.eps)
-        parts = parts - parts.mean(-1, keepdim=True)         # centring is linear: centre each part
+    scale, linear = norm.linear_at(h)                          # the norm's divisor frozen at this run's h
     unembed = model.lm_head.weight[target].double()                # (d,): the target's row of W_U
     if minus:
         unembed = unembed - model.lm_head.weight[minus].double().mean(0)
-    if getattr(norm, "bias", None) is not None:
-        bias = float(norm.bias.double() @ unembed)
-    direction = weight * unembed                                     # (d,): what the logit reads
-    contributions = (parts * scale) @ direction                     # (2L+1,)
+    bias = 0.0 if getattr(norm, "bias", None) is None else float(norm.bias.double() @ unembed)
+    contributions = linear(parts) @ unembed                         # (2L+1,): each part's share of the logit
     logits = model.lm_head(model.final_norm(h.to(model.dtype))).double()
     logit = float(logits[target] - (logits[minus].mean() if minus else 0.0))
     return AttributionResult(labels, contributions.float().cpu(), bias, logit, float(scale), target)

@@ -11,24 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.checks import check_int, check_vector
+from llmlab.checks import check_int, check_vector, token_id
 
 
 def embedding_table(model) -> torch.Tensor:
     """The (vocab, d_model) input embedding matrix."""
     return model.tok_embed.weight
-
-
-def token_id(tokenizer, token) -> int:
-    """A token string (must encode to exactly one token) or an id -> the id."""
-    if not isinstance(token, str):
-        return check_int("token", token, low=0)
-    ids = tokenizer.encode(token, add_special_tokens=False)
-    if len(ids) != 1:
-        pieces = [tokenizer.decode([i]) for i in ids]
-        raise ValueError(f"{token!r} is {len(ids)} tokens {pieces}, not one. Embedding arithmetic works on single "
-                         "tokens: try it with a leading space (' king') or pick a more common word.")
-    return ids[0]
 
 
 @torch.no_grad()

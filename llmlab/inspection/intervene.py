@@ -10,33 +10,37 @@ Activation patching swaps a part: run a "clean" prompt and a "corrupted" one tha
 detail, then rerun the corrupted prompt with one activation copied in from the clean run. The
 positions and layers where the copy restores the clean answer are where that detail lives.
 
-    effect = patching_sweep(model, tok, clean, corrupt, metric)     # (n_layers, T)
+    logits = patch(model, tok, corrupt, hook_name(5, "resid_pre"), clean_cache[name], positions=[3])
+
+A sweep over every (layer, position) is llmlab.inspection.causal_trace(..., corrupt=...). Both functions
+take a batch (a list of texts, or ids with attention_mask) and return (B, T, vocab) logits.
 """
 from __future__ import annotations
 
 import torch
 
-from llmlab.checks import as_ids, check_int, resolve_layer, resolve_position, tokenizer_first
+from llmlab.checks import as_batch, check_int, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
-from llmlab.inspection.capture import capture, hook_shape, hooks, position_dim
+from llmlab.inspection.capture import hook_point, hook_shape, hooks
 
 SUBLAYERS = {"attn": "hook_attn_out", "mlp": "hook_mlp_out"}
 
 
-def _run(model, ids, fns: dict) -> torch.Tensor:
-    with torch.no_grad(), hooks(model, fns):
-        return model(ids)  # (B, T, vocab)
+def _run(model, ids, attention_mask, fns: dict) -> torch.Tensor:
+    eager = "eager" if any(name.endswith("hook_pattern") for name in fns) else None  # weights exist only there
+    with torch.no_grad(), hooks(model, fns, eager):
+        return model(ids, attention_mask=attention_mask)  # (B, T, vocab)
 
 
-@tokenizer_first("prompt", "layer", "sublayer", "head", "positions", "tokenizer")
 def ablate(model, tokenizer, prompt, layer: int, sublayer: str = "attn", head: int | None = None,
-           positions=None) -> torch.Tensor:
+           positions=None, attention_mask=None) -> torch.Tensor:
     """Logits with one sublayer's contribution (or one head's) set to zero.
 
     sublayer: "attn" or "mlp"; head: zero only this attention head (its slice of hook_z, which
-    is the head's weighted values before W_o mixes the heads); positions: only at these positions.
+    is the head's weighted values before W_o mixes the heads); positions: only at these positions
+    (with a padded batch, count from the end: -1 is every row's last real token).
     """
-    ids = as_ids(model, tokenizer, prompt)
+    ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     layer = resolve_layer(model.config.n_layers, layer)
     if sublayer not in SUBLAYERS:
         raise ValueError(f"sublayer must be 'attn' or 'mlp', got {sublayer!r}.")
@@ -59,27 +63,27 @@ def ablate(model, tokenizer, prompt, layer: int, sublayer: str = "attn", head: i
             z = z.clone()
             z[:, where, head] = 0.0
             return z
-    return _run(model, ids, {name: zero})
+    return _run(model, ids, attention_mask, {name: zero})
 
 
 def _as_list(positions) -> list:
     return [positions] if isinstance(positions, int) else list(positions)
 
 
-@tokenizer_first("prompt", "name", "value", "positions", "tokenizer")
-def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=None) -> torch.Tensor:
+def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=None,
+          attention_mask=None) -> torch.Tensor:
     """Logits with the activation at hook `name` replaced by `value` at `positions` (None: everywhere).
 
     `value` has the hook's shape with the position dimension either full length or len(positions).
     """
-    ids = as_ids(model, tokenizer, prompt)
-    dim = position_dim(name)
+    ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
+    dim = hook_point(model, name).position_dim
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"value must be a tensor with the shape of hook {name!r}; got {type(value).__name__}.")
     index = None if positions is None else \
         torch.tensor([resolve_position(p, ids.shape[1]) for p in _as_list(positions)], device=ids.device)
     B, T = ids.shape
-    allowed = {hook_shape(model.config, name, T, B, n) for n in (T, 1 if index is None else len(index))}
+    allowed = {hook_shape(model, name, T, B, n) for n in (T, 1 if index is None else len(index))}
     if tuple(value.shape) not in allowed:
         raise ValueError(f"value for hook {name!r} must have shape {' or '.join(map(str, sorted(allowed)))} "
                          f"(the hook's shape, over all positions or the patched ones); got {tuple(value.shape)}.")
@@ -94,39 +98,5 @@ def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=No
         x.index_copy_(dim, index, v)
         return x
 
-    return _run(model, ids, {name: replace})
+    return _run(model, ids, attention_mask, {name: replace})
 
-
-def logit_difference(token_a: int, token_b: int, position: int = -1):
-    """A metric for patching: logit(token_a) - logit(token_b) at one position (e.g. ' Paris' vs ' Rome')."""
-    def metric(logits: torch.Tensor) -> float:
-        return float(logits[0, position, token_a] - logits[0, position, token_b])
-    return metric
-
-
-@tokenizer_first("clean", "corrupt", "metric", "hook", "tokenizer")
-def patching_sweep(model, tokenizer, clean, corrupt, metric, hook: str = "hook_resid_pre") -> torch.Tensor:
-    """Patch the clean run's `blocks.{i}.{hook}` into the corrupted run at every (layer, position).
-
-    Returns (n_layers, T): the metric after each single patch, normalised so 0 = the corrupted
-    run's value and 1 = the clean run's. Both prompts must have the same number of tokens.
-    """
-    clean_ids, corrupt_ids = as_ids(model, tokenizer, clean), as_ids(model, tokenizer, corrupt)
-    if clean_ids.shape != corrupt_ids.shape:
-        raise ValueError(f"clean and corrupted prompts must have the same number of tokens so positions line "
-                         f"up; got {clean_ids.shape[1]} and {corrupt_ids.shape[1]}.")
-    clean_logits, cache = capture(model, None, clean_ids, names=[f"*.{hook}"])
-    with torch.no_grad():
-        corrupt_value = metric(model(corrupt_ids))
-    clean_value = metric(clean_logits)
-    scale = clean_value - corrupt_value
-    if abs(scale) < 1e-9:
-        raise ValueError("The metric is the same on the clean and corrupted prompts; nothing to restore.")
-    n_layers, T = model.config.n_layers, clean_ids.shape[1]
-    effect = torch.zeros(n_layers, T)
-    for layer in range(n_layers):
-        name = hook_name(layer, hook)
-        for pos in range(T):
-            logits = patch(model, None, corrupt_ids, name, cache[name], positions=[pos])
-            effect[layer, pos] = (metric(logits) - corrupt_value) / scale
-    return effect

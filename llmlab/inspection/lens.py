@@ -9,6 +9,7 @@ model stopped there. Watching the top token settle layer by layer is the logit l
     lens.top_tokens[-1][-1]        # the model's own top-5 at the last position
     lens.first_layer(" Paris")     # first layer whose top-1 is " Paris"
     print(lens)                    # the table as text (llmlab.visualization.LensView draws it)
+    lenses = logit_lens(model, tokenizer, ["Paris is in", "Rome is the capital of"])   # one LensResult per text
 
 At the last layer the lens *is* the model's output (a test checks this), so every other row is
 the same readout applied earlier.
@@ -19,17 +20,8 @@ import dataclasses
 
 import torch
 
-from llmlab.checks import as_ids, check_int, resolve_position, tokenizer_first
+from llmlab.checks import as_batch, check_int, real_positions, resolve_position, token_id
 from llmlab.inspection.capture import capture, token_strings
-
-
-def unembed(model, h: torch.Tensor) -> torch.Tensor:
-    """Residual stream (..., d) -> logits (..., vocab): final norm, LM head, any final soft-capping."""
-    if hasattr(model, "unembed"):
-        return model.unembed(h)
-    logits = model.lm_head(model.final_norm(h))
-    cap = model.config.final_logit_softcap
-    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 @dataclasses.dataclass
@@ -68,36 +60,46 @@ class LensResult:
         return "\n".join(lines)
 
 
-@tokenizer_first("prompt", "tokenizer", "k", "target", "positions", "cache")
 @torch.no_grad()
 def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = None, positions=None,
-               cache=None) -> LensResult:
-    """Apply final norm + LM head to the residual stream after the embedding and after every block.
+               cache=None, attention_mask=None):
+    """Apply final norm + LM head (model.unembed) to the residual stream after the embedding and every block.
 
-    prompt   : text or ids (see capture); cache: reuse an ActivationCache of this prompt instead of running.
+    prompt   : text or ids (see capture) -> a LensResult; a list of texts (or a padded (B, T) batch with its
+               attention_mask) -> a list of LensResult, one per prompt over its real tokens, from one batched run.
+    cache    : reuse an ActivationCache of this prompt instead of running.
     k        : how many top tokens to keep per cell.
     target   : a token string (must be one token) or id whose rank is tracked in every cell.
-    positions: which positions to read (default all).
+    positions: which positions to read (default all), counted within each prompt (-1: its last token).
     """
     if tokenizer is None:
         raise ValueError("logit_lens needs the tokenizer to decode the top tokens: "
                          "logit_lens(model, tokenizer, prompt).")
-    ids = as_ids(model, tokenizer, prompt)
-    T = ids.shape[1]
+    ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     k = check_int("k", k, low=1, high=model.config.vocab_size)
+    target_id = None if target is None else \
+        check_int("target", token_id(tokenizer, target), 0, model.config.vocab_size - 1)
     if cache is None:
-        _, cache = capture(model, None, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
-    positions = list(range(T)) if positions is None else \
-        [resolve_position(p, T) for p in ([positions] if isinstance(positions, int) else positions)]
-    resid = cache.accumulated_resid()[:, 0, positions]  # (L+1, P, d)
+        _, cache = capture(model, None, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"],
+                           attention_mask=attention_mask)
+    elif attention_mask is None:
+        attention_mask = cache.attention_mask
+    resid = cache.accumulated_resid()  # (L+1, B, T, d)
+    lenses = [_lens_of_row(model, tokenizer, ids[r], resid[:, r], real_positions(attention_mask, r, ids.shape[1]),
+                           k, target_id, positions) for r in range(ids.shape[0])]
+    one_prompt = ids.shape[0] == 1 and not (isinstance(prompt, (list, tuple)) and isinstance(prompt[0], str))
+    return lenses[0] if one_prompt else lenses
 
-    target_id = None
-    if target is not None:
-        target_id = check_int("target", target, 0, model.config.vocab_size - 1) if not isinstance(target, str) \
-            else _single_token(tokenizer, target)
+
+def _lens_of_row(model, tokenizer, ids, resid, real: list[int], k: int, target_id, positions) -> LensResult:
+    """The lens of one prompt: ids (T,), resid (L+1, T, d), real = the columns holding its real tokens."""
+    n = len(real)
+    positions = list(range(n)) if positions is None else \
+        [resolve_position(p, n) for p in ([positions] if isinstance(positions, int) else positions)]
+    resid = resid[:, [real[p] for p in positions]]  # (L+1, P, d)
     top_ids, top_probs, ranks, target_probs = [], [], [], []
     for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
-        logits = unembed(model, layer_resid.to(model.device)).float()  # (P, vocab); the cache may live elsewhere
+        logits = model.unembed(layer_resid.to(model.device)).float()  # (P, vocab); the cache may live elsewhere
         probs = torch.softmax(logits, dim=-1)          # (P, vocab)
         p, i = probs.topk(k, dim=-1)                   # (P, k)
         top_probs.append(p.cpu())
@@ -110,18 +112,10 @@ def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = 
     top_ids = torch.stack(top_ids)  # (L+1, P, k)
     top_tokens = [[[tokenizer.decode([int(t)]) for t in cell] for cell in row] for row in top_ids.tolist()]
     labels = ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
-    prompt_tokens = token_strings(tokenizer, ids[0])
+    prompt_tokens = token_strings(tokenizer, ids[real])
     return LensResult(
         tokens=[prompt_tokens[p] for p in positions], positions=positions, layer_labels=labels,
         top_ids=top_ids, top_probs=torch.stack(top_probs), top_tokens=top_tokens,
         target=None if target_id is None else tokenizer.decode([target_id]), target_id=target_id,
         target_rank=torch.stack(ranks) if ranks else None, target_prob=torch.stack(target_probs) if ranks else None,
     )
-
-
-def _single_token(tokenizer, text: str) -> int:
-    ids = tokenizer.encode(text, add_special_tokens=False)
-    if len(ids) != 1:
-        raise ValueError(f"target {text!r} is {len(ids)} tokens {ids}; the lens tracks a single token. "
-                         "Try it with or without a leading space, or pass the token id.")
-    return ids[0]

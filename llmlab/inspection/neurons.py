@@ -11,23 +11,27 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.checks import as_ids, check_int, resolve_layer
+from llmlab.checks import as_batch, check_int, real_positions, resolve_layer
 from llmlab.hooks import hook_name
-from llmlab.inspection.capture import capture
+from llmlab.inspection.capture import capture, token_strings
 
 
 @torch.no_grad()
-def neuron_activations(model, tokenizer, text: str, layer: int, neuron: int) -> tuple[list[str], torch.Tensor]:
-    """(token strings, activations (T,)) of one neuron over one text."""
+def neuron_activations(model, tokenizer, text, layer: int, neuron: int, attention_mask=None):
+    """(token strings, activations (T,)) of one neuron over one text; for a list of texts, one such
+    pair per text (its real tokens only), from one batched run."""
     d_ff = model.config.d_ff
     check_int("neuron", neuron)
     if not 0 <= neuron < d_ff:
         raise IndexError(f"neuron {neuron} does not exist; the FFN of this model has {d_ff} neurons (0..{d_ff - 1}).")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "mlp.post")
-    ids = as_ids(model, tokenizer, text)
-    _, cache = capture(model, None, ids, names=[name])
-    tokens = [tokenizer.decode([int(i)]) for i in ids[0]]
-    return tokens, cache[name][0, :, neuron].float().cpu()  # (T,)
+    ids, attention_mask = as_batch(model, tokenizer, text, attention_mask)
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
+    pairs = []
+    for row in range(ids.shape[0]):
+        real = real_positions(attention_mask, row, ids.shape[1])
+        pairs.append((token_strings(tokenizer, ids[row, real]), cache[name][row, real, neuron].float().cpu()))  # (T_r,)
+    return pairs if isinstance(text, (list, tuple)) and isinstance(text[0], str) or len(pairs) > 1 else pairs[0]
 
 
 def top_activating_tokens(model, tokenizer, texts: list[str], layer: int, neuron: int, k: int = 10,
@@ -41,8 +45,7 @@ def top_activating_tokens(model, tokenizer, texts: list[str], layer: int, neuron
     check_int("k", k, low=1)
     check_int("context", context, low=0)
     found = []
-    for text in texts:
-        tokens, acts = neuron_activations(model, tokenizer, text, layer, neuron)
+    for tokens, acts in neuron_activations(model, tokenizer, list(texts), layer, neuron):
         for t, value in enumerate(acts.tolist()):
             snippet = "".join(tokens[max(0, t - context):t]) + "|" + tokens[t] + "|"
             found.append((value, tokens[t], snippet))

@@ -17,7 +17,7 @@ import dataclasses
 
 import torch
 
-from llmlab.checks import as_ids, resolve_layer, resolve_position
+from llmlab.checks import as_ids, prompt_rows, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
 from llmlab.inspection.capture import capture, hooks
 
@@ -50,17 +50,29 @@ def _placeholder_position(tokenizer, template_ids: torch.Tensor, placeholder: st
 @torch.no_grad()
 def patchscope(model, tokenizer, source_prompt, source_layer: int, source_position: int = -1,
                template: str = IDENTITY_TEMPLATE, target_layer: int | None = None,
-               target_position: int | None = None, placeholder: str = "?", max_new_tokens: int = 8) -> PatchscopeResult:
+               target_position: int | None = None, placeholder: str = "?", max_new_tokens: int = 8,
+               attention_mask=None):
     """Copy `blocks.{source_layer}.hook_resid_post` at `source_position` of the source prompt into
     `blocks.{target_layer}.hook_resid_post` of the template at the placeholder, then generate greedily.
-    """
-    from llmlab.generation import generate
 
+    A list of source prompts (or padded ids with attention_mask) gives a list of PatchscopeResult, one per
+    prompt, `source_position` counted within each prompt.
+    """
     n = model.config.n_layers
     source_layer = resolve_layer(n, source_layer)
     target_layer = source_layer if target_layer is None else resolve_layer(n, target_layer)
+    rows, several = prompt_rows(model, tokenizer, source_prompt, attention_mask)
+    results = [_patchscope(model, tokenizer, ids, source_layer, source_position, template, target_layer,
+                           target_position, placeholder, max_new_tokens) for ids in rows]
+    return results if several else results[0]
+
+
+def _patchscope(model, tokenizer, source_ids, source_layer, source_position, template, target_layer,
+                target_position, placeholder, max_new_tokens) -> PatchscopeResult:
+    """patchscope of one source prompt, source_ids (1, T)."""
+    from llmlab.generation import generate
+
     name = hook_name(source_layer, "resid_post")
-    source_ids = as_ids(model, tokenizer, source_prompt)
     _, cache = capture(model, None, source_ids, names=[name])
     state = cache[name][0, resolve_position(source_position, source_ids.shape[1], "source_position")]  # (d,)
 

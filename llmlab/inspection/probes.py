@@ -70,8 +70,8 @@ def probe_accuracy(probe: torch.nn.Linear, X: torch.Tensor, labels) -> float:
 def control_labels(types, n_classes: int, seed: int = 0) -> torch.Tensor:
     """One random class per distinct type, the same for every example of that type: (n,) long.
 
-    >>> control_labels(["a", "b", "a", "c"], 2, seed=0).tolist()   # doctest: +SKIP
-    [1, 0, 1, 1]
+    >>> control_labels(["a", "b", "a", "c"], 2, seed=0).tolist()
+    [0, 1, 0, 1]
     """
     distinct = sorted(set(types), key=str)
     g = torch.Generator().manual_seed(seed)
@@ -121,22 +121,3 @@ def probe_with_control(X: torch.Tensor, labels, types, test_fraction: float = 0.
         scores += [probe_accuracy(probe, X[train], y[train]), probe_accuracy(probe, X[test], y[test])]
     return ProbeResult(*scores)
 
-
-def mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of `values` (one number per prompt) and a bootstrap confidence interval for it.
-
-    Resample the values with replacement n_boot times; the interval holds the middle `level` of
-    the resampled means. Returns (mean, low, high).
-
-    >>> mean_ci([1.0, 2.0, 3.0, 4.0])   # doctest: +SKIP
-    (2.5, 1.5, 3.5)
-    """
-    values = torch.as_tensor(values, dtype=torch.float64).flatten()
-    if values.numel() < 2:
-        raise ValueError(f"mean_ci needs at least 2 values (one per prompt) to resample; got {values.numel()}.")
-    g = torch.Generator().manual_seed(seed)
-    picks = torch.randint(0, values.numel(), (n_boot, values.numel()), generator=g)
-    means = values[picks].mean(1)                                     # (n_boot,)
-    tail = (1 - level) / 2
-    low, high = torch.quantile(means, torch.tensor([tail, 1 - tail], dtype=torch.float64)).tolist()
-    return float(values.mean()), low, high

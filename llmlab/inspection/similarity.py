@@ -4,9 +4,6 @@ Cosine compares two vectors: the same word in two contexts, one position at two 
 prompt in two models of the same width.
 
 >>> import torch
-
-from llmlab.checks import resolve_layer, resolve_position
-from llmlab.hooks import hook_name
 >>> cosine(torch.tensor([1.0, 0.0]), torch.tensor([1.0, 1.0]))
 tensor(0.7071)
 
@@ -23,8 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.checks import resolve_layer, resolve_position
+from llmlab.checks import as_batch, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
+from llmlab.inspection.capture import capture
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -96,8 +94,8 @@ def cka_matrix(reps_a: list[torch.Tensor], reps_b: list[torch.Tensor] | None = N
 
 
 def _stack_layers(cache, batch: int = 0) -> torch.Tensor:
-    """Residual stream after the embedding and after every block: (n_layers + 1, T, d)."""
-    return cache.accumulated_resid()[:, batch]  # (L+1, T, d)
+    """Residual stream after the embedding and after every block, row `batch`'s real tokens: (n_layers + 1, T, d)."""
+    return cache.accumulated_resid()[:, batch, cache.real_positions(batch)]  # (L+1, T, d)
 
 
 def position_similarity(cache, layer: int | str, batch: int = 0) -> torch.Tensor:
@@ -133,12 +131,16 @@ def prompt_similarity(model, tokenizer, prompts: list[str], layer: int, position
     """Cosine between the residual vectors of several prompts at one layer and position: (N, N).
 
     With prompts that end in the same word ("I sat by the river bank", "I paid at the bank"),
-    this shows how far context has moved that word's vector apart, layer by layer.
+    this shows how far context has moved that word's vector apart, layer by layer. The prompts run
+    as one left-padded batch; position counts within each prompt (-1: its last token).
     """
-    from llmlab.inspection.capture import capture
-
     if isinstance(prompts, str) or len(prompts) < 2:
         raise ValueError("prompt_similarity compares several prompts: pass a list of at least two.")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
-    vectors = [capture(model, tokenizer, p, names=[name])[1][name][0, position] for p in prompts]  # each (d,)
+    ids, attention_mask = as_batch(model, tokenizer, list(prompts))
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
+    vectors = []
+    for row in range(ids.shape[0]):
+        real = cache.real_positions(row)
+        vectors.append(cache[name][row, real[resolve_position(position, len(real))]])  # (d,)
     return cosine_matrix(torch.stack(vectors))  # (N, N)

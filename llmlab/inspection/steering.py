@@ -14,24 +14,26 @@ import contextlib
 
 import torch
 
-from llmlab.checks import as_ids, check_number, check_vector, resolve_layer, resolve_position
+from llmlab.checks import as_batch, check_number, check_vector, real_positions, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
 from llmlab.inspection.capture import capture, hooks
 
 
 @torch.no_grad()
 def mean_resid(model, tokenizer, prompts: list[str], layer: int, position: int | str = -1) -> torch.Tensor:
-    """Mean of `blocks.{layer}.hook_resid_post` over prompts: at one position, or position="mean" (all tokens).
+    """Mean of `blocks.{layer}.hook_resid_post` over prompts: at one position of each prompt (-1: its last
+    token), or position="mean" (all its tokens). The prompts run as one left-padded batch.
 
     Returns (d_model,).
     """
     if isinstance(prompts, str) or not prompts:
         raise TypeError("prompts must be a non-empty list of strings; for one prompt use [prompt].")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
+    ids, attention_mask = as_batch(model, tokenizer, list(prompts))
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
     vectors = []
-    for prompt in prompts:
-        _, cache = capture(model, tokenizer, prompt, names=[name])
-        h = cache[name][0]  # (T, d)
+    for row in range(ids.shape[0]):
+        h = cache[name][row, real_positions(attention_mask, row, ids.shape[1])]  # (T_r, d)
         vectors.append(h.mean(0) if position == "mean" else h[resolve_position(position, h.shape[0])])
     return torch.stack(vectors).mean(0)  # (d,)
 
@@ -59,12 +61,15 @@ def steer(model, vector: torch.Tensor, layer: int, scale: float = 1.0):
         yield model
 
 
-def generate_steered(model, tokenizer, prompt: str, vector: torch.Tensor, layer: int, scale: float,
-                     max_new_tokens: int = 20, **generate_kwargs) -> str:
-    """Greedy (by default) continuation of `prompt` with the steering vector added; returns the new text."""
+def generate_steered(model, tokenizer, prompt, vector: torch.Tensor, layer: int, scale: float,
+                     max_new_tokens: int = 20, **generate_kwargs):
+    """Greedy (by default) continuation of `prompt` with the steering vector added; returns the new text
+    (a list of texts -> a list of new texts, generated as one left-padded batch)."""
     from llmlab.generation import generate
 
-    ids = as_ids(model, tokenizer, prompt)
+    ids, attention_mask = as_batch(model, tokenizer, prompt)
     with torch.no_grad(), steer(model, vector, layer, scale):
-        out = generate(model, ids, max_new_tokens=max_new_tokens, **generate_kwargs)  # (1, T + new)
-    return tokenizer.decode(out[0, ids.shape[1]:].tolist())
+        out = generate(model, ids, max_new_tokens=max_new_tokens, attention_mask=attention_mask,
+                       **generate_kwargs)  # (B, T + new)
+    texts = [tokenizer.decode(row[ids.shape[1]:].tolist()) for row in out]
+    return texts if isinstance(prompt, (list, tuple)) and isinstance(prompt[0], str) else texts[0]

@@ -105,6 +105,27 @@ class Tokenizer:
             self._splitters[which] = _alternation(tokens)
         return self._splitters[which]
 
+    @property
+    def pad_token_id(self) -> int:
+        """The id that fills padding in ``encode_batch``: the EOS id (0 if there is none). Padded
+        positions are masked out, so no real token ever sees it."""
+        return self.eos_token_id if self.eos_token_id is not None else 0
+
+    def encode_batch(self, texts: list, add_special_tokens: bool = True):
+        """Several texts -> (ids, attention_mask), both (B, T_max) torch.long, padded on the LEFT.
+
+        Left padding puts every text's last token at position -1, where a language model reads the next
+        token's logits; the mask (1 = token, 0 = padding) goes to the model with the ids.
+
+        >>> ids, mask = tok.encode_batch(["Hello world", "Hi"])     # doctest: +SKIP
+        >>> mask.tolist()                                           # doctest: +SKIP
+        [[1, 1], [0, 1]]
+        """
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+            raise TypeError(f"encode_batch takes a list of texts; got {type(texts).__name__}. For one text use "
+                            "[text], or llmlab.as_ids(model, tokenizer, text) for a (1, T) tensor.")
+        return pad_left([self.encode(text, add_special_tokens) for text in texts], self.pad_token_id)
+
     # ----- decoding -----
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """Token ids -> text. Accepts a list, a 1-D tensor or a numpy array.
@@ -194,6 +215,23 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size}, special_tokens={len(self.special_tokens)})"
+
+
+def pad_left(rows: list, pad_id: int = 0):
+    """Rows of token ids of different lengths -> (ids, attention_mask), both (B, T_max), padded on the left.
+
+    >>> ids, mask = pad_left([[5, 6, 7], [8]], pad_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+    """
+    import torch  # here, so that tokenizers alone load without torch
+
+    if not rows or any(len(row) == 0 for row in rows):
+        raise ValueError("pad_left needs at least one row, and every row needs at least one token.")
+    T = max(len(row) for row in rows)
+    ids = torch.tensor([[pad_id] * (T - len(row)) + [int(t) for t in row] for row in rows], dtype=torch.long)
+    mask = torch.tensor([[0] * (T - len(row)) + [1] * len(row) for row in rows], dtype=torch.long)
+    return ids, mask  # (B, T), (B, T)
 
 
 def _alternation(tokens: dict):

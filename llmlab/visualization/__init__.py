@@ -4,9 +4,10 @@ written by one rule (display.show_token)."""
 from llmlab.visualization.display import show_token, show_token_ids
 from llmlab.visualization.html import View, save_page
 from llmlab.visualization.plots import plot_attention, plot_lens, plot_similarity
-from llmlab.visualization.views import (
-    AttentionView, BPEMergeView, LensView, MaskView, SamplingView, SimilarityView, TokensView, mask_view,
-)
+from llmlab.visualization.attention_views import AttentionView, MaskView, mask_view
+from llmlab.visualization.sampling_views import SamplingView
+from llmlab.visualization.table_views import LensView, SimilarityView
+from llmlab.visualization.token_views import BPEMergeView, TokensView
 from llmlab.visualization.widgets import attention_explorer, lens_explorer, sampling_explorer, tokenizer_explorer
 
 __all__ = ["View", "save_page", "AttentionView", "BPEMergeView", "LensView", "MaskView", "SamplingView",

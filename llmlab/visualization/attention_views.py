@@ -66,7 +66,8 @@ class AttentionView(View):
     @classmethod
     def from_model(cls, model, tokenizer, prompt, layers=None, title=None, **kwargs) -> "AttentionView":
         """Run `prompt` (eager attention) and show the patterns of `layers` (default: all)."""
-        from llmlab.inspection.capture import as_ids, capture
+        from llmlab.checks import as_ids
+        from llmlab.inspection import capture
 
         layers = list(range(model.config.n_layers)) if layers is None else [l % model.config.n_layers for l in layers]
         _, cache = capture(model, tokenizer=tokenizer, prompt=prompt, names=["*hook_pattern"], layers=layers)

@@ -39,7 +39,7 @@ class LensView(View):
     @classmethod
     def from_model(cls, model, tokenizer, prompt, target=None, k: int = 5, title=None) -> "LensView":
         """Run the logit lens on `prompt` (see llmlab.inspection.lens.logit_lens) and show it."""
-        from llmlab.inspection.lens import logit_lens
+        from llmlab.inspection import logit_lens
 
         return cls.from_lens(logit_lens(model, tokenizer=tokenizer, prompt=prompt, k=k, target=target), title=title,
                              tokenizer=tokenizer)

@@ -149,7 +149,7 @@ def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: 
     def refresh(change=None):
         key = (model_pick.value, text.value)
         if key not in views:
-            from llmlab.inspection.capture import as_ids
+            from llmlab.checks import as_ids
 
             model, tokenizer = models.get(model_pick.value)
             with torch.no_grad():

@@ -1,4 +1,5 @@
-"""The conversion cache: a GGUF file is dequantised once, and later loads read the result.
+"""The on-disk conversion cache (not the KV cache of llmlab.kvcache): a GGUF file is dequantised once,
+and later loads read the result.
 
 One entry per model file, under ``$LLMLAB_CACHE`` (default ``~/.cache/llmlab``)::
 
