@@ -30,7 +30,7 @@ def chapters() -> list[Path]:
 
 def practise_copy(chapter: Path) -> nbformat.NotebookNode:
     """The practise copy of one chapter, as a notebook (not written)."""
-    from llmlab.exercises.assign import assign
+    from llmlab.grading.assign import assign
     with tempfile.TemporaryDirectory() as tmp:
         [(written, _)] = assign([chapter], tmp, verbose=False)
         nb = nbformat.read(written, as_version=4)

@@ -18,14 +18,17 @@ import nbformat
 import pytest
 
 from llmlab.cli import main
-from llmlab.exercises.assign import check_ids, is_solution, stub_source, student_copy
-from llmlab.exercises.grading import Submission, bwrap_works, parse, run_submission
+from llmlab.grading.assign import check_ids, is_solution, stub_source, student_copy
+from llmlab.grading.grade import run_submission
+from llmlab.grading.reports import csv_cell
+from llmlab.grading.sandbox import bwrap_works
+from llmlab.grading.submissions import Submission, parse
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "data" / "exercises"
+FIXTURES = ROOT / "llmlab" / "grading" / "data"     # the example lesson, shipped with the package
 LESSON = FIXTURES / "attention_lesson.ipynb"
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
-SOURCES = sorted(FIXTURES.glob("*.ipynb")) + CHAPTERS   # the fixtures are always there
+SOURCES = [LESSON] + CHAPTERS
 
 
 def digest(folder: Path) -> dict:
@@ -287,11 +290,11 @@ def make_submissions(folder: Path, assigned: Path, paths: dict) -> None:
 
     # fake passes
     nbformat.write(with_cells(student, prelude=(
-        "import llmlab.exercises as E\nfrom llmlab.exercises.core import CheckResult\n\n"
+        "import llmlab.exercises as E\nfrom llmlab.exercises.results import CheckResult\n\n"
         "def check(exercise, fn, **kw):\n    r = CheckResult(exercise, 'pass', 'well done')\n    print(r)\n    return r\n\n"
         "E.check = check")), folder / "h_redefine_check.ipynb")
     nbformat.write(with_cells(student, prelude=(
-        "import json, os\nimport llmlab.exercises.wire as W\n"
+        "import json, os\nimport llmlab.grading.wire as W\n"
         "for ex in %r:\n    line = json.dumps({'exercise': ex, 'passed': 1, 'status': 'PASS!!', 'message': 'ok'})\n"
         "    for path in [os.environ.get('LLMLAB_GRADE_REPORT') or 'checks.jsonl', 'checks.jsonl', '../checks.jsonl']:\n"
         "        try:\n            open(path, 'a').write(line + '\\n')\n        except OSError:\n            pass\n"
@@ -392,7 +395,8 @@ def graded(tmp_path_factory):
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["grade", str(submissions), "--out", str(paths["out"]), "--timeout", str(TIMEOUT),
-                         "--call-limit", str(CALL_LIMIT), "--assignment", str(assigned_dir / LESSON.name)])
+                         "--call-limit", str(CALL_LIMIT), "--assignment", str(assigned_dir / LESSON.name),
+                         "--jobs", "2"])
     finally:
         del os.environ["LLMLAB_TEST_SECRET"]
     try:
@@ -421,7 +425,6 @@ class TestHonestClass:
     def test_every_expected_exercise_has_a_row_with_a_known_status(self, graded):
         rows = graded["rows"]
         assert graded["code"] == 0
-        from llmlab.exercises.grading import csv_cell
         assert rows == [{k: csv_cell(v) for k, v in r.items()} for r in graded["json"]]   # CSV = JSON, escaped
         students = {r["student"] for r in graded["json"]}
         assert len(graded["json"]) == len(students) * 3 and {r["exercise"] for r in rows} == set(EXERCISES)
@@ -507,16 +510,64 @@ class TestHostileSubmissions:
         assert status == "fail" and "env=None" in message and "caps=0000000000000000" in message, message
         assert SECRET not in message and str(graded["submissions"]) not in message and "pytest" not in message
 
+    def test_feedback_files_hold_nothing_private(self, graded):
+        """Each feedback file is its own student's: no classmate, no secret, no path of the grading machine."""
+        feedback = graded["paths"]["out"] / "feedback"
+        students = {r["student"] for r in graded["json"]}
+        from llmlab.grading.feedback import safe_name
+        assert {p.name for p in feedback.glob("*.html")} == {safe_name(s) + ".html" for s in students}
+        for path in feedback.iterdir():
+            text = path.read_text(encoding="utf-8")
+            if path.suffix == ".ipynb":   # the student's own code may name paths; the outputs must not leak any
+                text = json.dumps([c.get("outputs") for c in nbformat.reads(text, as_version=4).cells])
+            for private in (SECRET, str(graded["submissions"]), str(graded["paths"]["out"]), str(Path.home()),
+                            "TOP-SECRET", "/tmp/llmlab-grade-"):
+                assert private not in text, (path.name, private)
+        assert "alice" not in (feedback / "bob.html").read_text(encoding="utf-8")
+        assert (feedback / "alice.ipynb").exists() and not (feedback / "erin.ipynb").exists()
+
     def test_symlinks_are_refused_and_not_read(self, graded):
         status, message = graded["got"][("mallory", "softmax")]
         assert status == "error" and "symbolic link" in message
         assert "TOP-SECRET" not in (graded["paths"]["out"] / "grades.csv").read_text(encoding="utf-8")
 
 
-def test_fallback_without_sandbox_warns_and_kills_what_escapes(tmp_path, capsys):
-    """Without bubblewrap: a warning that says what is not contained, and a child started in a new
-    session still dies with the notebook."""
+def fake_bwrap(folder: Path) -> str:
+    """A folder holding a `bwrap` that cannot make namespaces (as in a container that forbids them),
+    first on a PATH that still finds everything else."""
     import os
+    folder.mkdir()
+    (folder / "bwrap").write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    (folder / "bwrap").chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_grade_refuses_to_run_anything_without_a_sandbox(tmp_path, capsys, monkeypatch):
+    """Where bwrap cannot make a sandbox, or is missing, grade runs nothing, writes nothing, and says why
+    and what to do."""
+    marker = tmp_path / "ran"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('the notebook ran')")]
+    (tmp_path / "subs").mkdir()
+    nbformat.write(nb, tmp_path / "subs" / "eve.ipynb")
+    args = ["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--expected", "softmax"]
+    monkeypatch.setenv("PATH", fake_bwrap(tmp_path / "bin"))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "cannot make a sandbox here: bwrap: No permissions to creating new namespace" in err, err
+    assert "install bubblewrap" in err and "virtual machine" in err and "--unsafe-no-sandbox" in err
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))   # no bwrap at all
+    assert main(args) == 2
+    assert "bubblewrap (bwrap) is not installed" in capsys.readouterr().err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_unsafe_no_sandbox_runs_warns_and_kills_what_escapes(tmp_path, capsys, monkeypatch):
+    """--unsafe-no-sandbox, where no sandbox can be made: a warning that says what is not contained,
+    and a child started in a new session still dies with the notebook."""
+    import os
+    monkeypatch.setenv("PATH", fake_bwrap(tmp_path / "bin"))
     marker = f"llmlab-fallback-{os.getpid()}"
     beat = tmp_path / "heartbeat"
     nb = nbformat.v4.new_notebook()
@@ -529,7 +580,7 @@ def test_fallback_without_sandbox_warns_and_kills_what_escapes(tmp_path, capsys)
     (tmp_path / "subs").mkdir()
     nbformat.write(nb, tmp_path / "subs" / "eve.ipynb")
     assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--expected", "softmax",
-                 "--timeout", "60", "--no-sandbox"]) == 0
+                 "--timeout", "60", "--unsafe-no-sandbox"]) == 0
     captured = capsys.readouterr()
     assert "NOT sandboxed" in captured.err and "NOT contained" in captured.err
     row = json.loads((tmp_path / "out" / "grades.json").read_text())[0]
@@ -546,8 +597,10 @@ def test_remote_answers_keep_every_exercise_verdict(monkeypatch):
     solution of the exercise tests still passes and every wrong one fails with the same hint."""
     from test_exercises import RIGHT, WRONG
 
-    from llmlab.exercises import core, run_check, wire
-    from llmlab.exercises.grading import RemoteLearner
+    import llmlab.exercises as exercises
+    from llmlab.exercises import core, run_check
+    from llmlab.grading import wire
+    from llmlab.grading.remote import RemoteLearner
 
     class InProcessKernel:
         gone = ""
@@ -557,8 +610,8 @@ def test_remote_answers_keep_every_exercise_verdict(monkeypatch):
 
     monkeypatch.setattr(core, "_SALT", 918273)
     for exercise, fn, words in [(e, f, None) for e, f in RIGHT.items()] + WRONG:
-        monkeypatch.setattr(wire, "SUBMITTED", {exercise: fn})
-        result = run_check(exercise, RemoteLearner(InProcessKernel(), exercise, 10))
+        monkeypatch.setattr(exercises, "SUBMITTED", {exercise: fn})
+        result = run_check(exercise, RemoteLearner(InProcessKernel(), exercise, 10), partial=True)
         if words is None:
             assert result.status == "pass", (exercise, result.message)
         else:
@@ -570,7 +623,7 @@ def test_answers_are_decoded_into_exact_types():
     import numpy as np
     import torch
 
-    from llmlab.exercises import wire
+    from llmlab.grading import wire
 
     class Sub(torch.Tensor):
         pass
@@ -594,7 +647,6 @@ def test_answers_are_decoded_into_exact_types():
 
 
 def test_csv_cell_escapes_formula_starts():
-    from llmlab.exercises.grading import csv_cell
     for text in ["=1+2", "+1", "-1", "@SUM(A1)", "\tx", "\rx"]:
         assert csv_cell(text) == "'" + text
     assert csv_cell("softmax(x) returned 1") == "softmax(x) returned 1"
@@ -604,7 +656,12 @@ def test_cli_module_runs_and_lists_exercises():
     result = subprocess.run([sys.executable, "-m", "llmlab.cli", "exercises"], capture_output=True, text=True,
                             cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert "softmax(x, dim=-1)" in result.stdout and "ch.  5" in result.stdout
+    assert "ch.   5  softmax" in result.stdout and "softmax(x, dim=-1)" in result.stdout
+    assert "ch. 10b  dequantize_q4_1" in result.stdout and "ch.  10  kv_cache_bytes" in result.stdout
+    import llmlab
+    version = subprocess.run([sys.executable, "-m", "llmlab.cli", "--version"], capture_output=True, text=True,
+                             cwd=ROOT, timeout=120)
+    assert version.returncode == 0 and version.stdout.strip() == f"llmlab {llmlab.__version__}"
 
 
 def test_grade_reports_bad_arguments(tmp_path, capsys):
@@ -657,7 +714,7 @@ def test_check_inside_a_jupyter_kernel(tmp_path):
 def test_the_sandbox_keeps_torch_threads_from_spinning(monkeypatch):
     """Graded kernels get OMP_WAIT_POLICY=PASSIVE unless the grader sets its own: with a core taken by
     another submission, spinning threads stall every parallel operation."""
-    from llmlab.exercises.sandbox import Box
+    from llmlab.grading.sandbox import Box
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     box = Box(sandboxed=False)
@@ -667,3 +724,229 @@ def test_the_sandbox_keeps_torch_threads_from_spinning(monkeypatch):
         assert box.env()["OMP_WAIT_POLICY"] == "ACTIVE"
     finally:
         shutil.rmtree(box.root, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------ a whole course
+
+def test_submissions_are_found_in_the_layouts_lms_produce(tmp_path):
+    """Flat files, a folder per student, Canvas and Moodle downloads: each notebook maps to its student;
+    hidden files, other files and links to folders are skipped; a student's newest notebook is graded."""
+    import os
+    from llmlab.grading.submissions import collect, identify, newest_per_student
+
+    assert identify("alice.IPYNB")["student"] == "alice"
+    assert identify("bob/work/05_self_attention.ipynb")["student"] == "bob"
+    canvas = identify("smithalice_LATE_12345_67890_05_self_attention.ipynb")
+    assert (canvas["student"], canvas["name"], canvas["lms"], canvas["late"]) == ("12345", "smithalice", "canvas", True)
+    moodle = identify("Alice Smith_4711_assignsubmission_file_/05_self_attention.ipynb")
+    assert (moodle["student"], moodle["name"], moodle["lms"]) == ("4711", "Alice Smith", "moodle")
+
+    nb = nbformat.writes(nbformat.v4.new_notebook())
+    files = ["alice.ipynb", "bob/a.ipynb", "bob/b.ipynb", "smithalice_12345_100_lesson.ipynb",
+             "smithalice_LATE_12345_200_lesson-1.ipynb", "Carl Jones_4711_assignsubmission_file_/x.ipynb",
+             ".hidden.ipynb", ".git/objects.ipynb", "notes.txt"]
+    for i, name in enumerate(files):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(nb)
+        os.utime(tmp_path / name, (1000 + i, 1000 + i))
+    os.utime(tmp_path / "bob/a.ipynb", (5000, 5000))              # bob's a.ipynb is the newer one
+    for name in ("smithalice_12345_100_lesson.ipynb", "smithalice_LATE_12345_200_lesson-1.ipynb"):
+        os.utime(tmp_path / name, (3000, 3000))                    # same time: the larger Canvas number wins
+    (tmp_path / "linked").symlink_to(tmp_path / "bob", target_is_directory=True)
+    subs = collect(tmp_path)
+    assert sorted(s.path for s in subs) == sorted(files[:6])
+    kept, superseded = newest_per_student(subs)
+    assert {s.student: s.path for s in kept} == {"alice": "alice.ipynb", "bob": "bob/a.ipynb",
+                                                 "12345": "smithalice_LATE_12345_200_lesson-1.ipynb",
+                                                 "4711": "Carl Jones_4711_assignsubmission_file_/x.ipynb"}
+    assert sorted(s.path for s in superseded) == ["bob/b.ipynb", "smithalice_12345_100_lesson.ipynb"]
+    assert next(s for s in kept if s.student == "12345").late
+
+
+def test_roster_maps_students_and_rejects_bad_rosters(tmp_path):
+    from llmlab.grading.submissions import Submission, match_roster, read_roster
+
+    def roster(text):
+        (tmp_path / "r.csv").write_text(text, encoding="utf-8")
+        return tmp_path / "r.csv"
+
+    entries = read_roster(roster("\ufeffStudent,Name,email\n12345,Alice Smith,a@x.org\nbob,Bob B,\ncarol,Carol C,\n"))
+    subs = [Submission("12345", "a.ipynb", name="smithalice"), Submission("Bob", "Bob.ipynb"),
+            Submission("zed", "zed.ipynb")]
+    absent, unknown = match_roster(subs, entries)
+    assert [e["student"] for e in absent] == ["carol"] and [s.student for s in unknown] == ["zed"]
+    assert (subs[0].name, subs[1].student) == ("Alice Smith", "bob")   # the roster's spelling and name
+    for text, words in [("student,grade\nalice,3\n", "columns ['grade'] that llmlab does not know"),
+                        ("name\nAlice\n", "no `student` column"),
+                        ("student,name\nalice,A\nbob,B\nALICE,A2\n", "'ALICE' twice (lines 2 and 4)"),
+                        ("student,name\n,A\n", "line 2: the `student` cell is empty")]:
+        with pytest.raises(ValueError, match=".*") as error:
+            read_roster(roster(text))
+        assert words in str(error.value) and "nothing was graded" in str(error.value), str(error.value)
+
+
+def test_shards_split_a_class_stably_and_completely():
+    from llmlab.grading.submissions import in_shard
+
+    students = [f"student{i}" for i in range(200)] + ["12345", "Alice Smith"]
+    shards = [[s for s in students if in_shard(s, (k, 4))] for k in range(1, 5)]
+    assert sorted(sum(shards, [])) == sorted(students)                 # each student in exactly one shard
+    assert all(25 <= len(shard) <= 75 for shard in shards), [len(s) for s in shards]
+    assert shards == [[s for s in students if in_shard(s, (k, 4))] for k in range(1, 5)]   # the same every run
+    assert all(in_shard(s, None) for s in students)
+
+
+def test_points_and_partial_credit():
+    """Points come from the registry, the assignment, then --points; a check with several cases gives
+    the share of its comparisons that were right, with the message strict checking gives."""
+    from llmlab.exercises import check
+    from llmlab.exercises.core import Learner
+    from llmlab.grading.submissions import exercise_points
+
+    assert exercise_points(["softmax", "rms_norm"]) == {"softmax": 1.0, "rms_norm": 1.0}
+    assert exercise_points(["softmax", "rms_norm"], given={"rms_norm": 2.5}) == {"softmax": 1.0, "rms_norm": 2.5}
+    with pytest.raises(ValueError, match="not an exercise of this assignment"):
+        exercise_points(["softmax"], given={"sdpa": 2})
+    nb = nbformat.read(LESSON, as_version=4)
+    nb.cells[3].metadata["llmlab"] = {"exercise": "softmax", "points": 4}
+    student, _ = student_copy(nb)
+    assert student.metadata["llmlab"]["points"] == {"softmax": 4}
+
+    from llmlab.exercises import run_check
+
+    def no_max(x, dim=-1):   # overflows on the one case with logits near 1000
+        e = x.exp()
+        return e / e.sum(dim, keepdim=True)
+
+    strict = check("softmax", no_max, quiet=True)
+    partial = run_check("softmax", Learner(no_max, "no_max"), partial=True)
+    assert strict.status == partial.status == "fail" and strict.score == 0
+    assert partial.score == pytest.approx(4 / 5) and partial.message.startswith(strict.message)
+    assert partial.message.endswith("(4 of 5 comparisons right)")
+    assert run_check("softmax", Learner(lambda x, dim=-1: x, "softmax"), partial=True).score == 0
+    assert run_check("softmax", Learner(lambda x, dim=-1: [1], "softmax"), partial=True).score == 0   # wrong kind
+    assert run_check("softmax", Learner(lambda x, dim=-1: x.softmax(dim), "softmax"), partial=True).score == 1
+
+
+def fake_run(students: list[str], shard=None) -> tuple[dict, list[dict]]:
+    """A run of two exercises (softmax 1 point, rms_norm 2) over `students` without running anything."""
+    run = {"title": "lesson 5", "exercises": ["softmax", "rms_norm"], "points": {"softmax": 1, "rms_norm": 2},
+           "students": [{"student": s, "name": f"Name {s}", "status": "submitted", "late": s == "12345",
+                         "path": f"{s}.ipynb", "superseded": []} for s in students],
+           "shard": shard, "finished": 1_790_000_000.0}
+    rows = []
+    for i, s in enumerate(students):
+        rows += [{"student": s, "exercise": "softmax", "status": "pass", "points": 1, "max_points": 1, "message": "ok"},
+                 {"student": s, "exercise": "rms_norm", "status": "fail", "points": 0.4 * (i % 3), "max_points": 2,
+                  "message": "=HYPERLINK(\"x\")"}]
+    return run, rows
+
+
+def read_csv(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.reader(f))
+
+
+def test_gradebook_and_lms_files_follow_the_published_columns(tmp_path):
+    from llmlab.grading.reports import write_reports
+
+    run, rows = fake_run(["12345", "alice", "4711"])
+    write_reports(rows, tmp_path, run)
+    book = read_csv(tmp_path / "gradebook.csv")
+    assert book[0] == ["student", "name", "status", "late", "softmax", "rms_norm", "total", "max"]
+    assert book[1:] == [["12345", "Name 12345", "submitted", "late", "1", "0", "1", "3"],
+                        ["alice", "Name alice", "submitted", "", "1", "0.4", "1.4", "3"],
+                        ["4711", "Name 4711", "submitted", "", "1", "0.8", "1.8", "3"]]
+    canvas = read_csv(tmp_path / "canvas.csv")   # Canvas's own gradebook export/import shape
+    assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "lesson 5"]
+    assert canvas[1] == ["Points Possible", "", "", "", "", "3"]
+    assert canvas[2][:2] == ["Name 12345", "12345"] and canvas[3][1] == "" and canvas[2][-1] == "1"
+    moodle = read_csv(tmp_path / "moodle.csv")   # the columns Moodle's grading worksheet import reads
+    assert moodle[0] == ["Identifier", "Full name", "Email address", "Grade", "Maximum Grade",
+                         "Last modified (grade)", "Feedback comments"]
+    assert [r[0] for r in moodle[1:]] == ["Participant 12345", "Participant 4711"]   # only LMS ids
+    assert moodle[2][3:5] == ["1.8", "3"] and "rms_norm: fail (0.8/2)" in moodle[2][6]
+    import re
+    assert re.fullmatch(r"[A-Z][a-z]+day, \d{1,2} [A-Z][a-z]+ \d{4}, \d{1,2}:\d\d [AP]M", moodle[1][5]), moodle[1][5]
+    long = read_csv(tmp_path / "grades.csv")
+    assert long[0] == ["student", "exercise", "status", "points", "max_points", "message"]
+    assert long[2][5] == "'=HYPERLINK(\"x\")"   # no formula in any CSV
+
+
+def test_merge_joins_every_shard_once(tmp_path, capsys):
+    from llmlab.grading.reports import write_reports
+
+    students = ["alice", "bob", "carol", "12345"]
+    for k, part in ((1, students[:2]), (2, students[2:])):
+        run, rows = fake_run(part, shard=[k, 2])
+        (tmp_path / f"s{k}" / "feedback").mkdir(parents=True)
+        (tmp_path / f"s{k}" / "feedback" / f"{part[0]}.html").write_text("<p>fb</p>")
+        write_reports(rows, tmp_path / f"s{k}", run)
+    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "all")]) == 0
+    book = read_csv(tmp_path / "all" / "gradebook.csv")
+    assert sorted(r[0] for r in book[1:]) == sorted(students)
+    assert (tmp_path / "all" / "feedback" / "carol.html").exists()
+    assert main(["merge", str(tmp_path / "s1"), "--out", str(tmp_path / "half")]) == 2
+    assert "every shard 1/N to N/N exactly once" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(tmp_path / "all")]) == 2
+    assert "already exists and is not empty" in capsys.readouterr().err
+
+
+def test_feedback_holds_one_student_and_no_paths_of_this_machine(tmp_path):
+    from llmlab.grading.feedback import feedback_html, private_paths, safe_name, scrub
+
+    paths = private_paths([tmp_path / "submissions"])
+    site = next(p for p, label in paths if label == "<python>")
+    rows = [{"student": "alice", "exercise": "softmax", "status": "fail", "points": 0.8, "max_points": 1,
+             "message": f"raised <b>OSError: {tmp_path}/submissions/bob.ipynb</b> in {site}/torch/x.py and "
+                        "/tmp/llmlab-grade-abc123/work"}]
+    page = feedback_html({"student": "alice", "name": "Alice", "total": 0.8, "max": 1}, rows, "lesson", paths)
+    assert "0.8 of 1 points" in page and "&lt;b&gt;" in page and "<b>OSError" not in page
+    for private in (str(tmp_path), site, "/tmp/llmlab-grade"):
+        assert private not in page
+    assert "&lt;instructor&gt;/bob.ipynb" in page and "&lt;python&gt;/torch" in page
+    assert scrub(str(Path.home() / "x"), paths) == "<home>/x"
+    assert safe_name("alice") == "alice" and safe_name("=1+2").startswith("_1_2-") and "/" not in safe_name("../x")
+
+
+def test_grade_refuses_an_out_folder_with_an_earlier_run(tmp_path, capsys):
+    (tmp_path / "subs").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(), tmp_path / "subs" / "a.ipynb")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "grades.csv").write_text("student,exercise\nkeep,me\n")
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--expected", "softmax",
+                 "--unsafe-no-sandbox"]) == 2
+    err = capsys.readouterr().err
+    assert "already exists and is not empty (it holds an earlier grade run)" in err and "new folder" in err
+    assert (tmp_path / "out" / "grades.csv").read_text() == "student,exercise\nkeep,me\n"
+    assert main(["grade", str(tmp_path / "subs"), "--out", str(tmp_path / "o2"), "--expected", "softmax",
+                 "--roster", str(tmp_path / "subs" / "a.ipynb"), "--unsafe-no-sandbox"]) == 2
+    assert "roster" in capsys.readouterr().err and not (tmp_path / "o2").exists()
+
+
+GUIDE = ROOT / "chapters" / "appendix_instructor.md"
+
+
+def test_the_instructor_guide_runs_as_written(tmp_path, monkeypatch, capsys):
+    """Every `$ llmlab ...` command of the guide, in order, in a fresh folder (the example class, the
+    student copies, grading with a roster and 2 jobs, the LMS files), and what the guide says it gives."""
+    import re
+    import shlex
+    monkeypatch.chdir(tmp_path)
+    commands = re.findall(r"^\$ (llmlab .+)$", GUIDE.read_text(encoding="utf-8"), re.M)
+    assert [c.split()[1] for c in commands][:3] == ["example", "assign", "grade"], commands
+    for command in commands:
+        assert main(shlex.split(command)[1:]) == 0, command
+    printed = capsys.readouterr().out
+    report = next(Path(a) for c in commands if c.split()[1] == "grade" for a in [shlex.split(c)[shlex.split(c).index("--out") + 1]])
+    book = {r["student"]: r for r in csv.DictReader(open(report / "gradebook.csv", newline="", encoding="utf-8"))}
+    assert book["alice"]["total"] == "3" and book["bob"]["total"] == "0" and book["erin"]["status"] == "missing"
+    assert float(book["carol"]["total"]) == pytest.approx(0.8) and book["dan"]["softmax"] == "1"
+    for name in ("canvas.csv", "moodle.csv", "feedback/alice.html", "feedback/alice.ipynb"):
+        assert (report / name).exists(), name
+    page = (report / "feedback" / "carol.html").read_text(encoding="utf-8")
+    assert "0.8 of 3 points" in page and "overflowed" in page and "alice" not in page.lower()
+    assert str(tmp_path) not in page
+    executed = nbformat.read(report / "feedback" / "alice.ipynb", as_version=4)
+    assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
+    assert "not on the roster" not in printed and "with 2 jobs" in printed

@@ -752,14 +752,14 @@ def test_display_text_and_html(capsys):
 
 
 def test_check_records_the_function_only_under_the_grader(monkeypatch):
-    from llmlab.exercises import wire
-    monkeypatch.setattr(wire, "SUBMITTED", {})
+    import llmlab.exercises as exercises
+    monkeypatch.setattr(exercises, "SUBMITTED", {})
     check("softmax", softmax, quiet=True)
-    assert wire.SUBMITTED == {}
+    assert exercises.SUBMITTED == {}
     monkeypatch.setenv("LLMLAB_GRADING", "1")
     check("softmax", softmax, quiet=True)
     check("causal_mask", causal_mask_upper, quiet=True)
-    assert wire.SUBMITTED == {"softmax": softmax, "causal_mask": causal_mask_upper}
+    assert exercises.SUBMITTED == {"softmax": softmax, "causal_mask": causal_mask_upper}
 
 
 def test_nan_and_dtype_messages():

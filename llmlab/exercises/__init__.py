@@ -9,16 +9,21 @@ In a chapter, the learner writes a function and runs
 `check` calls the function on hidden cases, compares with llmlab's own implementation, shows the
 result (HTML in Jupyter, text elsewhere) and returns a CheckResult (`.passed`, `.status`,
 `.message`). It never raises because of the learner's code. The exercise list is in registry.py;
-`llmlab assign` and `llmlab grade` (llmlab/cli.py) build on these checks. Under `llmlab grade`,
-check() also hands the function to the grader, which runs the same checks itself (grading.py).
+The instructor's side (`llmlab assign`, `llmlab grade`) is the package llmlab.grading. Under
+`llmlab grade`, check() also hands the function to the grader (SUBMITTED), which runs the same
+checks itself.
 """
 from __future__ import annotations
 
-from llmlab.exercises.core import DEFAULT_TIME_LIMIT, CheckResult, Learner, Mistake, NotAttempted, show
+import os
+
+from llmlab.exercises.core import Learner
 from llmlab.exercises.registry import BY_ID, EXERCISES, Exercise, list_exercises
-from llmlab.exercises.wire import record
+from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, Mistake, NotAttempted, show
 
 __all__ = ["check", "CheckResult", "EXERCISES", "Exercise", "list_exercises"]
+
+SUBMITTED: dict = {}  # exercise id -> the function passed to check(), filled only in a kernel that `llmlab grade` runs
 
 
 def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: bool = False) -> CheckResult:
@@ -31,7 +36,8 @@ def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: b
     How a student copy behaves: the stub from `llmlab assign` raises NotImplementedError, which
     check reports as "not attempted" instead of raising, so a notebook still runs top to bottom.
     """
-    record(exercise, fn)
+    if os.environ.get("LLMLAB_GRADING") == "1" and callable(fn):
+        SUBMITTED[str(exercise)] = fn
     result = _run(exercise, fn, time_limit)
     if not quiet:
         show(result)
@@ -50,18 +56,32 @@ def _run(exercise: str, fn, time_limit: float) -> CheckResult:
     return run_check(exercise, Learner(fn, getattr(fn, "__name__", "your function"), time_limit))
 
 
-def run_check(exercise: str, learner: Learner) -> CheckResult:
-    """Run the check of a known exercise id on `learner` (a Learner, or the grader's RemoteLearner)."""
+def run_check(exercise: str, learner: Learner, partial: bool = False) -> CheckResult:
+    """Run the check of a known exercise id on `learner` (a Learner, or the grader's RemoteLearner).
+
+    partial=True (the grader) gives partial credit: a comparison that finds a wrong answer is noted
+    and the check goes on with its next case; the result's `score` is the fraction of comparisons
+    that were right, and its message is the one the first wrong answer gives. Anything else that
+    stops the check (an exception, a time-out, an answer of the wrong kind) scores 0.
+    """
     ex = BY_ID[exercise]
+    learner.tally = [] if partial else None
+    first_wrong = lambda: next((m for m in learner.tally or [] if m is not None), None)  # noqa: E731
     try:
         note = ex.check(learner)
+        if first_wrong() is not None:
+            right = learner.tally.count(None)
+            return CheckResult(exercise, "fail", f"{first_wrong()}\n({right} of {len(learner.tally)} comparisons "
+                               "right)", score=right / len(learner.tally))
     except NotAttempted:
         return CheckResult(exercise, "not-attempted", "not attempted yet: the function still raises "
                            "NotImplementedError. Replace the `raise NotImplementedError(...)` line with your "
                            "code and run the cell again.")
     except Mistake as m:
-        return CheckResult(exercise, "fail", str(m))
+        return CheckResult(exercise, "fail", first_wrong() or str(m))
     except Exception as e:  # never let a checker problem crash the learner's notebook
+        if first_wrong() is not None:  # the check tripped over a wrong answer it had already noted
+            return CheckResult(exercise, "fail", first_wrong())
         return CheckResult(exercise, "error", f"the checker could not evaluate the answer ({type(e).__name__}: "
                            f"{e}). If your function returns something unusual, return a torch.Tensor as the "
                            "exercise asks; otherwise please report this.")

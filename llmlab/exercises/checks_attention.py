@@ -10,7 +10,9 @@ import math
 
 import torch
 
-from llmlab.exercises.core import Learner, Mistake, expect_tensor, generator
+from llmlab.exercises.compare import expect_tensor
+from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.results import Mistake
 
 OVERFLOW_HINT = ("exp() overflowed: e^1000 is inf in float32, and inf/inf is NaN. Subtract the maximum "
                  "along `dim` before exp, x - x.max(dim, keepdim=True).values: the softmax does not change, "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from llmlab.exercises.core import Learner, expect_tensor, generator
+from llmlab.exercises.compare import expect_tensor
+from llmlab.exercises.core import Learner, generator
 
 
 def check_swiglu(fn: Learner) -> str:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.exercises.core import Learner, Mistake, expect_equal, expect_tensor, generator, maybe
+from llmlab.exercises.compare import expect_equal, expect_tensor, maybe
+from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.results import Mistake
 
 
 def check_greedy_next_token(fn: Learner) -> str:

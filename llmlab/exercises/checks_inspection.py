@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.exercises.core import Learner, expect_tensor, generator
+from llmlab.exercises.compare import expect_tensor
+from llmlab.exercises.core import Learner, generator
 
 
 def _cka(x: torch.Tensor, y: torch.Tensor, center: str | None = "columns", squared: bool = True) -> torch.Tensor:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.exercises.core import Learner, expect_tensor, generator
+from llmlab.exercises.compare import expect_tensor
+from llmlab.exercises.core import Learner, generator
 
 
 def _sinusoidal_variant(T, d, exponent="pairs", layout="interleaved", first="sin"):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from llmlab.exercises.core import Learner, Mistake, expect_tensor, generator
+from llmlab.exercises.compare import expect_tensor
+from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.results import Mistake
 
 
 # ----------------------------------------------------------------------------- Q4_1

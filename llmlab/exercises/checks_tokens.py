@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 from llmlab.tokenization.bpe import merge
-from llmlab.exercises.core import Learner, Mistake, expect_equal, expect_tensor, generator, maybe
+from llmlab.exercises.compare import expect_equal, expect_tensor, maybe
+from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.results import Mistake
 
 BPE_CASES = [
     [1, 2, 3, 1, 2, 4],

@@ -1,7 +1,10 @@
 """Comparing what the learner's function returned with what was expected.
 
 expect_tensor and expect_equal raise Mistake with a message that names the input, the expected and
-the returned value and, when the answer equals a known wrong variant, the mistake behind it.
+the returned value and, when the answer equals a known wrong variant, the mistake behind it. Their
+first argument is the learner (core.Learner: what was called, `last_call`, with which inputs,
+`last_args`). When the grader counts partial credit (`learner.tally` is a list), an answer of the
+right kind with wrong values is noted there instead of raised, and the check goes on.
 
 >>> describe(torch.tensor([[1.0, 0.5], [0.25, 2.0]]), "x")
 'x = tensor([[1., 0.5], [0.25, 2.]])'
@@ -9,14 +12,10 @@ the returned value and, when the answer equals a known wrong variant, the mistak
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
 from llmlab.exercises.results import Mistake
-
-if TYPE_CHECKING:
-    from llmlab.exercises.core import Learner
 
 
 def describe(value, name: str | None = None) -> str:
@@ -63,7 +62,7 @@ def _nest(values: list[str], shape: list[int]) -> str:
     return "[" + ", ".join(_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
 
 
-def expect_tensor(learner: Learner, got, expected: torch.Tensor, *, mistakes: list | tuple = (),
+def expect_tensor(learner, got, expected: torch.Tensor, *, mistakes: list | tuple = (),
                   nonfinite_hint: str = "", atol: float = 1e-5, rtol: float = 1e-4, what: str = "") -> None:
     """Raise Mistake unless `got` is a tensor equal to `expected` (same shape, same values, -inf
     where expected has -inf). `mistakes` is a list of (hint, wrong_value): when `got` matches a
@@ -101,12 +100,23 @@ def expect_tensor(learner: Learner, got, expected: torch.Tensor, *, mistakes: li
             # the overflow hint only where exp() could overflow: some input is beyond e^88 in float32
             overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args) else ""
             nan = NAN_HINT if torch.isnan(got[where]) else INF_HINT
-            raise Mistake(f"{context} returned {got[where].item()} at index {where} where {expected[where].item():.6g} "
-                          f"was expected.\nHint: {overflow or hint or nan}")
+            return _verdict(learner, f"{context} returned {got[where].item()} at index {where} where "
+                            f"{expected[where].item():.6g} was expected.\nHint: {overflow or hint or nan}")
     if _close(got, expected, atol, rtol).all():
+        return _verdict(learner)
+    _verdict(learner, f"{context} returned wrong values.\n{_difference(got, expected, atol, rtol)}"
+             + _dtype_note(got, expected) + (f"\nHint: {hint}" if hint else ""))
+
+
+def _verdict(learner, wrong: str | None = None) -> None:
+    """One comparison's outcome: raise Mistake(wrong), or, when the grader counts partial credit, note it
+    in learner.tally (None for a right answer) and let the check go on."""
+    tally = getattr(learner, "tally", None)
+    if tally is None:
+        if wrong is not None:
+            raise Mistake(wrong)
         return
-    raise Mistake(f"{context} returned wrong values.\n{_difference(got, expected, atol, rtol)}"
-                  + _dtype_note(got, expected) + (f"\nHint: {hint}" if hint else ""))
+    tally.append(wrong)
 
 
 NAN_HINT = ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf - inf, 0 * inf, or the square "
@@ -181,7 +191,7 @@ def _difference(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: fl
     return "\n".join(lines)
 
 
-def expect_equal(learner: Learner, got, expected, *, mistakes: list | tuple = (), what: str = "") -> None:
+def expect_equal(learner, got, expected, *, mistakes: list | tuple = (), what: str = "") -> None:
     """Raise Mistake unless `got == expected` for plain Python values (ints, lists, dicts)."""
     context = learner.last_call + (f" ({what})" if what else "")
     if isinstance(got, torch.Tensor) and got.numel() == 1 and isinstance(expected, (int, float)):
@@ -189,13 +199,13 @@ def expect_equal(learner: Learner, got, expected, *, mistakes: list | tuple = ()
     if type(expected) is list and isinstance(got, tuple):
         got = list(got)
     if got == expected and (type(got) is type(expected) or isinstance(expected, (int, float))):
-        return
+        return _verdict(learner)
     hint = next((h for h, wrong in mistakes if wrong != expected and got == wrong), "")
     if type(got) is not type(expected) and not (isinstance(expected, (int, float)) and isinstance(got, (int, float))):
         raise Mistake(f"{context} returned a {type(got).__name__} ({describe(got)}); expected a "
                       f"{type(expected).__name__}: {describe(expected)}." + (f"\nHint: {hint}" if hint else ""))
-    raise Mistake(f"{context} returned wrong values.\n  expected: {describe(expected)}\n  got:      {describe(got)}"
-                  + (f"\nHint: {hint}" if hint else ""))
+    _verdict(learner, f"{context} returned wrong values.\n  expected: {describe(expected)}\n  got:      "
+             f"{describe(got)}" + (f"\nHint: {hint}" if hint else ""))
 
 
 def maybe(make):

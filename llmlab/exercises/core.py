@@ -6,8 +6,8 @@ what came back and, where we recognise it, which common mistake produced it.
 
 This module calls the learner's function (Learner: copies of the inputs, a time limit, exceptions
 turned into Mistake) and draws the hidden cases (generator). What a check answers is in
-results.py, how an answer is compared with the expected one in compare.py; the checks import
-all of it from here.
+results.py, how an answer is compared with the expected one in compare.py (which needs nothing
+from here: imports run results <- compare <- core <- checks).
 
 >>> from llmlab.exercises import check
 >>> def softmax(x, dim=-1):
@@ -26,10 +26,8 @@ import traceback
 
 import torch
 
-from llmlab.exercises.compare import (INF_HINT, NAN_HINT, describe, expect_equal,  # noqa: F401 (re-exported)
-                                      expect_tensor, maybe)
-from llmlab.exercises.results import (DEFAULT_TIME_LIMIT, CheckResult, Mistake, NotAttempted,  # noqa: F401
-                                      _TimeUp, in_notebook, show)
+from llmlab.exercises.compare import describe
+from llmlab.exercises.results import DEFAULT_TIME_LIMIT, Mistake, NotAttempted, _TimeUp
 
 # ----------------------------------------------------------------------------------------------
 # Calling learner code under a time limit
@@ -103,6 +101,7 @@ class Learner:
         self.last_call = ""
         self.last_args: tuple = ()
         self.error_hints: list[tuple[str, str]] = []  # (text in the error message, hint) set by a check
+        self.tally: list | None = None  # partial credit: one entry per comparison, None = right (run_check)
 
     def __call__(self, *args, names: tuple[str, ...] = ()):
         shown = [describe(a, n) for a, n in zip(args, list(names) + [None] * len(args))]

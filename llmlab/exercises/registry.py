@@ -13,11 +13,12 @@ from llmlab.exercises import (checks_attention as attn, checks_blocks as blocks,
 
 @dataclass(frozen=True)
 class Exercise:
-    id: str          # what learners pass to check(), e.g. "softmax"
-    chapter: int     # the chapter whose exercise it is
-    title: str       # one line for the exercise list
-    signature: str   # the function the learner writes
-    check: Callable  # check(learner) -> success note; raises Mistake / NotAttempted
+    id: str            # what learners pass to check(), e.g. "softmax"
+    chapter: int | str  # the chapter whose exercise it is: 5, or "10b" for the page after chapter 10
+    title: str         # one line for the exercise list
+    signature: str     # the function the learner writes
+    check: Callable    # check(learner) -> success note; raises Mistake / NotAttempted
+    points: float = 1  # what it is worth in `llmlab grade`'s gradebook (an assignment may set its own)
 
 
 EXERCISES = [
@@ -44,8 +45,8 @@ EXERCISES = [
     Exercise("top_p", 9, "Top-p (nucleus) filtering", "top_p(logits, p)", gen.check_top_p),
     Exercise("kv_decode_step", 10, "One decode step with a KV cache", "kv_decode_step(q, k_new, v_new, k_cache, v_cache)", gen.check_kv_decode_step),
     Exercise("kv_cache_bytes", 10, "How big is the KV cache?", "kv_cache_bytes(n_layers, n_heads, n_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_value=2)", gen.check_kv_cache_bytes),
-    Exercise("dequantize_q4_1", 10, "Decode one GGUF Q4_1 block from its 20 bytes (ch. 10b)", "dequantize_q4_1(block)", quant.check_dequantize_q4_1),
-    Exercise("quantize_int8_rows", 10, "int8 with one scale per row (ch. 10b)", "quantize_int8_rows(w)", quant.check_quantize_int8_rows),
+    Exercise("dequantize_q4_1", "10b", "Decode one GGUF Q4_1 block from its 20 bytes", "dequantize_q4_1(block)", quant.check_dequantize_q4_1),
+    Exercise("quantize_int8_rows", "10b", "int8 with one scale per row", "quantize_int8_rows(w)", quant.check_quantize_int8_rows),
     Exercise("online_softmax", 11, "Online softmax, block by block", "online_softmax(x, block_size)", attn.check_online_softmax),
     Exercise("sliding_window_mask", 11, "The sliding-window mask", "sliding_window_mask(T, window)", attn.check_sliding_window_mask),
     Exercise("cross_entropy_shifted", 12, "The next-token loss", "cross_entropy_shifted(logits, ids)", train.check_cross_entropy_shifted),
@@ -58,6 +59,6 @@ EXERCISES = [
 BY_ID = {ex.id: ex for ex in EXERCISES}
 
 
-def list_exercises(chapter: int | None = None) -> list[Exercise]:
-    """All exercises, or those of one chapter."""
-    return [ex for ex in EXERCISES if chapter is None or ex.chapter == chapter]
+def list_exercises(chapter: int | str | None = None) -> list[Exercise]:
+    """All exercises, or those of one chapter (5, or "10b")."""
+    return [ex for ex in EXERCISES if chapter is None or str(ex.chapter) == str(chapter)]

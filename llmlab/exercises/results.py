@@ -38,10 +38,13 @@ class CheckResult:
     """What `check` answers: `passed` (bool), `status` ("pass", "fail", "not-attempted" or
     "error") and `message` (the feedback text). `bool(result)` is `result.passed`."""
 
-    def __init__(self, exercise: str, status: str, message: str):
+    def __init__(self, exercise: str, status: str, message: str, score: float | None = None):
         self.exercise = exercise
         self.status = status
         self.message = message
+        # the share of the exercise's points: 1 for a pass, the fraction of right comparisons for a
+        # fail that the grader counted case by case (run_check(partial=True)), 0 otherwise
+        self.score = (1.0 if status == "pass" else 0.0) if score is None else float(score)
         self._shown = False  # check() already displayed it: do not show it twice in Jupyter
 
     @property
@@ -59,7 +62,8 @@ class CheckResult:
         return f"CheckResult(exercise={self.exercise!r}, status={self.status!r})"
 
     def to_dict(self) -> dict:
-        return {"exercise": self.exercise, "passed": self.passed, "status": self.status, "message": self.message}
+        return {"exercise": self.exercise, "passed": self.passed, "status": self.status, "message": self.message,
+                "score": self.score}
 
     def _repr_html_(self) -> str:
         colour = {"pass": "#2e7d32", "fail": "#c62828", "not-attempted": "#757575"}.get(self.status, "#ef6c00")

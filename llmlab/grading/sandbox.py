@@ -1,4 +1,5 @@
-"""Where `llmlab grade` runs a notebook: a bubblewrap sandbox, or a weaker fallback without it.
+"""Where `llmlab grade` runs a notebook: a bubblewrap sandbox. Where none can be made, grade runs
+nothing (SandboxUnavailable) unless the instructor opts out with --unsafe-no-sandbox.
 
 A Box is one submission's temporary folder and the command that starts its kernel inside the
 sandbox (a private file system with only the box writable, no network, its own process tree, a
@@ -17,26 +18,45 @@ import tempfile
 import time
 from pathlib import Path
 
-_BWRAP_OK: bool | None = None
+_PROBLEMS: dict = {}  # bwrap path -> why it cannot make a sandbox ("" when it can), tried once per process
 ETC = ["ld.so.cache", "ld.so.conf", "ld.so.conf.d", "fonts", "localtime", "passwd", "group", "nsswitch.conf",
        "ssl", "alternatives", "mime.types", "matplotlibrc"]
 
 
+class SandboxUnavailable(RuntimeError):
+    """No sandbox can be made here, so `llmlab grade` runs no submission (see NO_SANDBOX)."""
+
+
+NO_SANDBOX = (
+    "no sandbox can be made on this machine ({why}). A submission is untrusted code, so grade runs none "
+    "without one.\n"
+    "  What to do: install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install "
+    "bubblewrap) and run grade again.\n"
+    "  Where that is impossible (macOS, Windows, Colab, a container that forbids user namespaces), grade inside a "
+    "Linux virtual machine or a container that allows them; the instructor guide shows how.\n"
+    "  Only for notebooks you trust: --unsafe-no-sandbox runs them with your own permissions.")
+
+
+def sandbox_problem() -> str:
+    """Why bubblewrap cannot make a sandbox here (user, PID and network namespaces), or "" when it can."""
+    path = shutil.which("bwrap")
+    if not path:
+        return "bubblewrap (bwrap) is not installed"
+    if path not in _PROBLEMS:
+        try:
+            test = subprocess.run([path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                   "--proc", "/proc", "--dev", "/dev", "true"], capture_output=True, timeout=30)
+            said = test.stderr.decode("utf-8", "replace").strip().splitlines()
+            _PROBLEMS[path] = "" if test.returncode == 0 else \
+                f"{path} cannot make a sandbox here: {said[-1][:200] if said else f'exit status {test.returncode}'}"
+        except (OSError, subprocess.TimeoutExpired) as e:
+            _PROBLEMS[path] = f"{path} could not be run ({type(e).__name__}: {e})"
+    return _PROBLEMS[path]
+
+
 def bwrap_works() -> bool:
-    """True when bubblewrap can make a sandbox here (user, PID and network namespaces)."""
-    global _BWRAP_OK
-    if _BWRAP_OK is None:
-        path = shutil.which("bwrap")
-        _BWRAP_OK = False
-        if path:
-            try:
-                test = subprocess.run([path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
-                                       "--proc", "/proc", "--dev", "/dev", "true"],
-                                      capture_output=True, timeout=30)
-                _BWRAP_OK = test.returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    return _BWRAP_OK
+    """True when bubblewrap can make a sandbox here."""
+    return not sandbox_problem()
 
 
 LIMITS = ("import os, resource, sys\n"
@@ -202,8 +222,8 @@ def kill_new_descendants(before: set[int]) -> int:
 
 
 def say_containment(sandboxed: bool, private: list[Path]) -> None:
-    """Tell the instructor what the sandbox (or its absence) contains, and warn when a `private`
-    folder (submissions, reports) is one the sandbox can read."""
+    """Tell the instructor what the sandbox (or, opted out, its absence) contains, and warn when a
+    `private` folder (submissions, reports) is one the sandbox can read."""
     if sandboxed:
         print("Each notebook runs in a bubblewrap sandbox: its own file system view (only its own folder "
               "writable), no network, its own process tree, a clean environment and HOME.")
@@ -215,10 +235,9 @@ def say_containment(sandboxed: bool, private: list[Path]) -> None:
                       "which the sandbox can read (not write): keep submissions and reports elsewhere.",
                       file=sys.stderr)
         return
-    print("WARNING: bubblewrap (bwrap) is not available or does not work here, so the notebooks are NOT sandboxed.\n"
+    print("WARNING: --unsafe-no-sandbox: the notebooks are NOT sandboxed.\n"
           "  Contained: each runs in a new temporary folder with a clean environment and HOME, in its own\n"
           "  session; every process it starts is killed afterwards; grades are decided by the grader.\n"
           "  NOT contained: the code runs with your user's permissions. It can read and write your files\n"
           "  (other submissions, your sources, the report folder while it is graded), use the network and\n"
-          "  see other processes. Install bubblewrap (apt-get install bubblewrap) or grade in a container.",
-          file=sys.stderr)
+          "  see other processes. Use this only for notebooks you trust.", file=sys.stderr)

@@ -12,7 +12,10 @@ import json
 import secrets
 import time
 
-from llmlab.exercises import core, wire
+from llmlab.exercises.registry import BY_ID
+from llmlab.exercises.core import Learner
+from llmlab.exercises.results import _TimeUp
+from llmlab.grading import wire
 
 INTERRUPT_GRACE = 5.0                 # seconds a kernel gets to come back after an interrupt
 
@@ -39,7 +42,7 @@ class Kernel:
         if self.gone:
             raise KernelGone(self.gone)
         nonce = secrets.token_hex(8)
-        expr = f"__import__('llmlab.exercises.wire', fromlist=['serve']).serve({json.dumps(json.dumps(payload))})"
+        expr = f"__import__('llmlab.grading.wire', fromlist=['serve']).serve({json.dumps(json.dumps(payload))})"
         kc = self.client.kc
         msg_id = kc.execute("", silent=True, store_history=False, user_expressions={nonce: expr})
         deadline = time.monotonic() + limit
@@ -49,11 +52,11 @@ class Kernel:
             reply = self._reply(run_sync, kc, msg_id, time.monotonic() + INTERRUPT_GRACE)
             if reply is None:
                 self.gone = "the kernel stopped answering after a call ran past its time limit and ignored the interrupt"
-            raise core._TimeUp()
+            raise _TimeUp()
         result = reply["content"].get("user_expressions", {}).get(nonce, {})
         if result.get("status") != "ok":
             if result.get("ename") == "KeyboardInterrupt":
-                raise core._TimeUp()
+                raise _TimeUp()
             raise BadAnswer(f"the grader's request failed in the kernel ({str(result.get('ename'))[:60]})")
         text = result.get("data", {}).get("text/plain", "")
         try:
@@ -79,12 +82,11 @@ class Kernel:
                 return msg
 
 
-class RemoteLearner(core.Learner):
+class RemoteLearner(Learner):
     """A Learner whose function lives in the submission's kernel: inputs go there as plain data,
     the answer comes back as plain data, and the check runs here."""
 
     def __init__(self, kernel: Kernel, exercise: str, time_limit: float):
-        from llmlab.exercises.registry import BY_ID
         super().__init__(None, BY_ID[exercise].signature.split("(")[0], time_limit)
         self.kernel, self.exercise = kernel, exercise
 
@@ -96,7 +98,7 @@ class RemoteLearner(core.Learner):
         if "raised" in answer:
             raised = answer["raised"] if isinstance(answer["raised"], dict) else {}
             if raised.get("interrupted"):
-                raise core._TimeUp()
+                raise _TimeUp()
             if raised.get("not_implemented"):
                 raise NotImplementedError()
             raise _rebuilt_exception(raised)

@@ -12,7 +12,8 @@ A code cell tagged "solution" holds the instructor's solution. In the student co
   are stubbed like solution cells. Tags and directive names match in any case ("Solution");
   a block that is never closed is an error;
 - all outputs and execution counts are cleared; the exercise ids go into the notebook metadata
-  (metadata.llmlab.exercises), where `llmlab grade` finds them.
+  (metadata.llmlab.exercises), where `llmlab grade` finds them, and so do the points the instructor
+  set (metadata.llmlab.points, or a cell's {"llmlab": {"exercise": "<id>", "points": 2}}).
 
 The id in the stub comes from cell metadata `{"llmlab": {"exercise": "<id>"}}`, else from the first
 check("<id>", ...) call after the solution cell, else from the function name.
@@ -205,9 +206,24 @@ def student_copy(nb) -> tuple[nbformat.NotebookNode, list[str]]:
     if gated:
         raise UnclosedSolution(f"cell {gated[0] + 1}, line {gated[1]}: a {{solution-start}} block has no "
                                "{solution-end} after it. Close it with ```{solution-end}``` (a fence line of its own).")
+    points = _points(nb)
     nb.cells = cells
     nb.metadata["llmlab"] = {"exercises": exercises}
+    if points:
+        nb.metadata["llmlab"]["points"] = points
     return nb, exercises
+
+
+def _points(nb) -> dict:
+    """Points the instructor set: notebook metadata {"llmlab": {"points": {"<id>": 2}}}, or a cell's
+    {"llmlab": {"exercise": "<id>", "points": 2}}; `llmlab grade` reads them from the student copy."""
+    meta = nb.metadata.get("llmlab", {})
+    points = dict(meta.get("points") or {}) if isinstance(meta, dict) else {}
+    for cell in nb.cells:
+        cell_meta = cell.get("metadata", {}).get("llmlab", {})
+        if isinstance(cell_meta, dict) and cell_meta.get("exercise") and "points" in cell_meta:
+            points[str(cell_meta["exercise"])] = cell_meta["points"]
+    return points
 
 
 def strip_solutions(source: str, gated=None, index: int = 0) -> tuple[str, tuple | None]:

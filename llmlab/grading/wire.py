@@ -10,7 +10,8 @@ plain dict. Anything else (a Tensor subclass, an object with its own `__eq__`) b
 >>> decode(encode({"ids": [1, 2], "x": torch.tensor([0.5])}))
 {'ids': [1, 2], 'x': tensor([0.5000])}
 
-The kernel side (`serve`) is code the learner could replace; that only changes the answers it
+The kernel side (`serve`, which calls the functions that check() recorded in
+llmlab.exercises.SUBMITTED) is code the learner could replace; that only changes the answers it
 sends, never how the grader compares them.
 """
 from __future__ import annotations
@@ -190,26 +191,15 @@ def _decode_tensor(data: dict) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------- kernel side
 
-SUBMITTED: dict = {}  # exercise id -> the function passed to check(), filled while a graded notebook runs
-
-
-def grading() -> bool:
-    """True inside a kernel that `llmlab grade` started."""
-    return os.environ.get("LLMLAB_GRADING") == "1"
-
-
-def record(exercise: str, fn) -> None:
-    if grading() and callable(fn):
-        SUBMITTED[str(exercise)] = fn
-
-
 def serve(request: str) -> str:
     """Run in the kernel by the grader: list the recorded exercises, or call one learner function.
     Returns a JSON string; learner errors come back as data too."""
+    from llmlab import exercises  # check() put the learner's functions in exercises.SUBMITTED
+
     req = json.loads(request)
     if req.get("op") == "list":
-        return json.dumps({"ok": sorted(SUBMITTED)})
-    fn = SUBMITTED.get(req.get("exercise"))
+        return json.dumps({"ok": sorted(exercises.SUBMITTED)})
+    fn = exercises.SUBMITTED.get(req.get("exercise"))
     if fn is None:
         return json.dumps({"missing": True})
     args = [decode(a, functions=True) for a in req["args"]]
