@@ -74,7 +74,8 @@ def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=No
           attention_mask=None) -> torch.Tensor:
     """Logits with the activation at hook `name` replaced by `value` at `positions` (None: everywhere).
 
-    `value` has the hook's shape with the position dimension either full length or len(positions).
+    `value` has the hook's shape with the position dimension either full length or len(positions); a batch
+    dimension of 1 is used for every row.
     """
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     dim = hook_point(model, name).position_dim
@@ -83,7 +84,7 @@ def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=No
     index = None if positions is None else \
         torch.tensor([resolve_position(p, ids.shape[1]) for p in _as_list(positions)], device=ids.device)
     B, T = ids.shape
-    allowed = {hook_shape(model, name, T, B, n) for n in (T, 1 if index is None else len(index))}
+    allowed = {hook_shape(model, name, T, b, n) for b in (B, 1) for n in (T, 1 if index is None else len(index))}
     if tuple(value.shape) not in allowed:
         raise ValueError(f"value for hook {name!r} must have shape {' or '.join(map(str, sorted(allowed)))} "
                          f"(the hook's shape, over all positions or the patched ones); got {tuple(value.shape)}.")
@@ -95,7 +96,7 @@ def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=No
             return v.expand_as(x).clone()
         if v.shape[dim] == x.shape[dim]:
             v = v.index_select(dim, index)
-        x.index_copy_(dim, index, v)
+        x.index_copy_(dim, index, v.expand(x.shape[0], *v.shape[1:]))
         return x
 
     return _run(model, ids, attention_mask, {name: replace})
