@@ -173,11 +173,11 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
     Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma). For
     several texts of different lengths use `tokenizer.encode_batch(texts)`, which also gives the mask.
     """
-    if prompt is None:
-        raise TypeError("as_ids needs a prompt: as_ids(model, tokenizer, 'text') or as_ids(model, None, ids).")
     if is_tokenizer(prompt) or isinstance(tokenizer, (str, list, tuple, torch.Tensor)):
         raise TypeError("the prompt came where the tokenizer goes: llmlab takes f(model, tokenizer, prompt, ...) "
-                        "everywhere (tokenizer=None when the prompt is token ids).")
+                        "everywhere (tokenizer=None when the prompt is token ids: f(model, None, ids, ...)).")
+    if prompt is None:
+        raise TypeError("as_ids needs a prompt: as_ids(model, tokenizer, 'text') or as_ids(model, None, ids).")
     if isinstance(prompt, str):
         _check_tokenizer(tokenizer)
         prompt = list(tokenizer.encode(prompt))

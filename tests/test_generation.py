@@ -109,6 +109,19 @@ def test_do_sample_means_what_it_means_in_transformers():
     assert not torch.equal(sampled, generate(model, ids, 6))           # sampling is not greedy here
 
 
+def test_ids_are_range_checked_once_per_generate_call(monkeypatch):
+    """Reading ids' min and max costs a GPU round trip: the prompt pass checks them, decode steps do not."""
+    import llmlab.model
+
+    flags = []
+    original = llmlab.model.check_ids
+    monkeypatch.setattr(llmlab.model, "check_ids", lambda *a, **k: flags.append(k["check_values"]) or original(*a, **k))
+    generate(_flat(), torch.tensor([[1, 2, 3]]), 5)
+    assert flags == [True, False, False, False, False]
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        generate(_flat(), torch.tensor([[1, 2, 999]]), 5)
+
+
 def test_generate_stops_at_eos():
     model = _flat()
     ids = torch.tensor([[1, 2, 3]])
