@@ -44,7 +44,7 @@ def main() -> None:
     ax = axes[0]
     ax.set_title("encoder-only (BERT)", fontsize=11)
     box(ax, 0.5, 0.2, w, 0.6, "the [MASK] sat", "", IO)
-    box(ax, 0.5, 1.3, w, h, "encoder × N", "self-attention:\nevery token sees all", ENC)
+    box(ax, 0.5, 1.3, w, h, "encoder blocks × L", "self-attention:\nevery token sees all", ENC)
     box(ax, 0.5, 2.7, w, 0.7, "MLM head", "predict the masked", HEAD)
     box(ax, 0.5, 3.8, w, 0.5, '"cat"', "", IO)
     arrow(ax, 1.5, 0.8, 1.5, 1.3)
@@ -54,7 +54,7 @@ def main() -> None:
     ax = axes[1]
     ax.set_title("decoder-only (GPT, Llama, Gemma)", fontsize=11)
     box(ax, 0.5, 0.2, w, 0.6, "the cat sat", "", IO)
-    box(ax, 0.5, 1.3, w, h, "decoder × N", "causal self-attention:\nonly the past", DEC)
+    box(ax, 0.5, 1.3, w, h, "decoder blocks × L", "causal self-attention:\nonly the past", DEC)
     box(ax, 0.5, 2.7, w, 0.7, "LM head", "next token", HEAD)
     box(ax, 0.5, 3.8, w, 0.5, '"on"', "", IO)
     arrow(ax, 1.5, 0.8, 1.5, 1.3)
@@ -64,9 +64,9 @@ def main() -> None:
     ax = axes[2]
     ax.set_title("encoder-decoder (2017 Transformer, T5)", fontsize=11)
     box(ax, 0.0, 0.2, w, 0.6, "source: I love tea", "", IO)
-    box(ax, 0.0, 1.3, w, h, "encoder × N", "bidirectional\nself-attention", ENC)
+    box(ax, 0.0, 1.3, w, h, "encoder blocks × L_enc", "bidirectional\nself-attention", ENC)
     box(ax, 3.4, 0.2, w, 0.6, "target so far: 我 爱", "", IO)
-    box(ax, 3.4, 1.3, w, 1.3, "decoder × M", "causal self-attention\n+ cross-attention\n+ FFN", DEC)
+    box(ax, 3.4, 1.3, w, 1.3, "decoder blocks × L_dec", "causal self-attention\n+ cross-attention\n+ FFN", DEC)
     box(ax, 3.4, 3.0, w, 0.6, "LM head", "", HEAD)
     box(ax, 3.4, 3.9, w, 0.45, '"茶"', "", IO)
     arrow(ax, 1.0, 0.8, 1.0, 1.3)
