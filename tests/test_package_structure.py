@@ -110,3 +110,22 @@ def test_module_is_short_enough_to_read(name):
     lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, (f"{MODULES[name].relative_to(PACKAGE.parent)} has {lines} lines; split it so that "
                                 f"no module of llmlab is over {MAX_LINES}.")
+
+
+PUBLIC_PACKAGES = ["llmlab", "llmlab.inspection", "llmlab.tokenization", "llmlab.stats", "llmlab.kvcache"]
+
+
+def test_each_public_name_has_one_import_path():
+    """A name is public in exactly one of the packages readers import from, and no module keeps an
+    old path alive with an unused import (`# noqa: F401` re-exports)."""
+    import importlib
+
+    owner = {}
+    for package in PUBLIC_PACKAGES:
+        for name in importlib.import_module(package).__all__:
+            assert name not in owner, f"{name} is public in both {owner[name]} and {package}"
+            owner[name] = package
+    for name, path in MODULES.items():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert not (line.lstrip().startswith("from llmlab") and "noqa: F401" in line), \
+                f"{name} re-exports names: {line.strip()}"
