@@ -938,7 +938,15 @@ def test_the_instructor_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     for command in commands:
         assert main(shlex.split(command)[1:]) == 0, command
     printed = capsys.readouterr().out
-    report = next(Path(a) for c in commands if c.split()[1] == "grade" for a in [shlex.split(c)[shlex.split(c).index("--out") + 1]])
+    grade_args = shlex.split(next(c for c in commands if c.split()[1] == "grade"))
+    report = Path(grade_args[grade_args.index("--out") + 1])
+    text = GUIDE.read_text(encoding="utf-8")
+    for name in ("gradebook.csv", "canvas.csv"):   # the files the guide shows are the ones grade wrote
+        shown = re.search(r"\(`" + re.escape(f"{report}/{name}") + r"`[^\n]*:\n\n```text\n(.*?)```", text, re.S)
+        assert shown, name
+        assert shown.group(1) == (report / name).read_text(encoding="utf-8").replace("\r\n", "\n"), name
+    table = re.search(r"```text\n(student  softmax .*?)```", text, re.S).group(1)
+    assert table in "\n".join(line.rstrip() for line in printed.splitlines()) + "\n"
     book = {r["student"]: r for r in csv.DictReader(open(report / "gradebook.csv", newline="", encoding="utf-8"))}
     assert book["alice"]["total"] == "3" and book["bob"]["total"] == "0" and book["erin"]["status"] == "missing"
     assert float(book["carol"]["total"]) == pytest.approx(0.8) and book["dan"]["softmax"] == "1"

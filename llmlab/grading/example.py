@@ -20,12 +20,12 @@ import nbformat
 from llmlab.grading.assign import student_copy
 
 LESSON = "attention_lesson.ipynb"
-ROSTER = ("student,name,email\n"
-          "alice,Alice Archer,alice@example.org\n"
-          "bob,Bob Baker,bob@example.org\n"
-          "carol,Carol Cruz,carol@example.org\n"
-          "dan,Dan Dietz,dan@example.org\n"
-          "erin,Erin Evans,erin@example.org\n")
+ROSTER = ("student,name,email,sis_login_id\n"
+          "alice,Alice Archer,alice@example.org,aarcher\n"
+          "bob,Bob Baker,bob@example.org,bbaker\n"
+          "carol,Carol Cruz,carol@example.org,ccruz\n"
+          "dan,Dan Dietz,dan@example.org,ddietz\n"
+          "erin,Erin Evans,erin@example.org,eevans\n")
 ANSWERS = {
     "carol": {"softmax": "def softmax(x, dim=-1):\n    e = x.exp()\n    return e / e.sum(dim, keepdim=True)"},
     "dan": {"softmax": "def softmax(x, dim=-1):\n    return x.softmax(dim)",

@@ -166,6 +166,14 @@ def _start_worker(salt: int) -> None:
     set_subreaper(True)
 
 
+def default_title(assignment) -> str:
+    """The assignment's name in the reports: the assigned notebook's file name (without .ipynb)."""
+    from llmlab.grading.assign import notebook_paths
+
+    paths = notebook_paths([assignment]) if assignment else []
+    return paths[0].stem if len(paths) == 1 else Path(assignment).name if assignment else "llmlab grade"
+
+
 def prepare_out(out_dir: Path, inputs: list[Path]) -> Path:
     """The report folder: new or empty, and outside every input folder. An earlier run is never
     overwritten: grade refuses and says so."""
@@ -256,7 +264,8 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
         for sub in unknown:
             print(f"not on the roster: {sub.path} (student {sub.student!r}); graded, listed as 'not on roster'")
         print(f"grading {len(subs)} submissions" + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
-              + f" with {jobs} job{'s' if jobs > 1 else ''}; {len(absent)} students on the roster handed nothing in")
+              + f" with {jobs} job{'s' if jobs > 1 else ''}"
+              + (f"; {len(absent)} of the {len(entries)} students on the roster handed nothing in" if entries else ""))
     warm_model_cache(assignment, verbose)
     started = time.time()
     salt = secrets.randbits(31)
@@ -284,7 +293,7 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
         students.sort(key=lambda s: order.get(s["student"], len(order)))
         rank = {s["student"]: i for i, s in enumerate(students)}
         rows.sort(key=lambda r: rank[r["student"]])
-    run = {"title": title or (Path(assignment).stem if assignment else "llmlab grade"), "exercises": ids,
+    run = {"title": title or default_title(assignment), "exercises": ids,
            "points": worth, "students": students, "shard": list(shard) if shard else None,
            "started": started, "finished": time.time(), "jobs": jobs}
     digests = write_reports(rows, out_dir, run)

@@ -23,6 +23,15 @@ number in the folder names of a Moodle download), `Grade`, `Last modified (grade
 replaced when this is newer than the one in Moodle, or with "Allow updating records that have been
 modified more recently in Moodle than in the spreadsheet" ticked) and `Feedback comments`.
 
+moodle_gradebook.csv is for Moodle's gradebook import (Grades > Import > CSV file), which lets you
+choose the column that identifies a student; it needs the roster's `email` column:
+
+    Email address,Full name,attention_lesson,Feedback
+    alice@example.org,Alice Archer,3,3 of 3 points ...
+
+Map "Email address" to the user's email address, the title column to the grade item and
+`Feedback` to its feedback.
+
 The student key is taken as the LMS id when it is a number (a Canvas or Moodle download, or a roster
 of ids); other students get an empty id in canvas.csv and are left out of moodle.csv (the run says
 how many). A student on the roster with no submission gets 0.
@@ -76,3 +85,9 @@ def moodle_csv(book: list[dict], run: dict, rows: list[dict]) -> bytes:
     out = [[f"Participant {lms_id(b['student'])}", b["name"] or b["student"], b.get("email", ""), b["total"],
             b["max"], stamp, feedback_comment(b, rows)] for b in book if lms_id(b["student"])]
     return csv_bytes(MOODLE_COLUMNS, out)
+
+
+def moodle_gradebook_csv(book: list[dict], run: dict, rows: list[dict]) -> bytes:
+    title = run.get("title") or "llmlab grade"
+    out = [[b["email"], b["name"] or b["student"], b["total"], feedback_comment(b, rows)] for b in book if b.get("email")]
+    return csv_bytes(["Email address", "Full name", title, "Feedback"], out)

@@ -7,7 +7,8 @@ Each row carries the points earned and the exercise's maximum. The files, each w
 
     grades.csv, grades.json  the rows (long: one row per student and exercise)
     gradebook.csv            one row per student: points per exercise, total, max
-    canvas.csv, moodle.csv   the shapes Canvas and Moodle import (lms.py)
+    canvas.csv, moodle.csv,  the shapes Canvas and Moodle import (lms.py)
+    moodle_gradebook.csv
     run.json                 what was graded: exercises, points, students; `llmlab merge` reads it
 
 >>> csv_cell("=SUM(A1)")
@@ -130,7 +131,7 @@ def write_atomically(out_dir: Path, files: dict[str, bytes]) -> dict[str, str]:
 
 def write_reports(rows: list[dict], out_dir: Path, run: dict) -> dict[str, str]:
     """Write every report file of a run (see the module docstring); return their SHA-256."""
-    from llmlab.grading.lms import canvas_csv, moodle_csv
+    from llmlab.grading.lms import canvas_csv, moodle_csv, moodle_gradebook_csv
 
     book = gradebook(run, rows)
     files = {"grades.csv": csv_bytes(LONG_COLUMNS, [[r[c] for c in LONG_COLUMNS] for r in rows]),
@@ -138,6 +139,7 @@ def write_reports(rows: list[dict], out_dir: Path, run: dict) -> dict[str, str]:
              "gradebook.csv": gradebook_csv(book, run["exercises"]),
              "canvas.csv": canvas_csv(book, run),
              "moodle.csv": moodle_csv(book, run, rows),
+             "moodle_gradebook.csv": moodle_gradebook_csv(book, run, rows),
              "run.json": (json.dumps(run, indent=1, ensure_ascii=False) + "\n").encode("utf-8")}
     return write_atomically(out_dir, files)
 
