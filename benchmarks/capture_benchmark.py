@@ -27,11 +27,11 @@ def main():
           f"{torch.get_num_threads()} torch threads")
     print(f"estimated cache size: {estimate_memory(model, ids.shape[1]) / 2**20:.1f} MiB")
 
-    capture(model, ids)  # warm-up (allocator, kernels)
+    capture(model, None, ids)  # warm-up (allocator, kernels)
     times, cpu = [], []
     for _ in range(args.repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
-        _, cache = capture(model, ids)  # every hook point, eager attention
+        _, cache = capture(model, None, ids)  # every hook point, eager attention
         if model.device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
