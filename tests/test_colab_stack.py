@@ -14,6 +14,9 @@ The stack (not llmlab) is kept in _build/colab-stack/<key>/, keyed by the stack 
 so a second run only reinstalls llmlab; the converted models are kept there too. The first run
 prints the time from "open in Colab" to the first real cell: the setup cell's installs plus the
 conversion of the two models.
+
+LLMLAB_COLAB_NOTEBOOKS=/path/to/a/copy runs the notebooks of a copy of the repository instead (for
+example one that scripts/sync_notebooks.py --root rewrote), with llmlab still installed from this clone.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK_ROOT = Path(os.environ.get("LLMLAB_COLAB_NOTEBOOKS") or ROOT)
 # the chapters that compare with transformers, one with a live explorer (ipywidgets), one practise copy
 NOTEBOOKS = ["chapters/02_tokens_and_bpe.ipynb", "chapters/08_the_whole_stack.ipynb",
              "chapters/09_lm_head_and_sampling.ipynb", "practise/03_embeddings.ipynb"]
@@ -126,7 +130,7 @@ def colab(tmp_path_factory):
     before = json.loads(subprocess.run([str(py), "-c", versions], capture_output=True, text=True, check=True).stdout)
 
     fresh_cache = not (home / "llmlab-cache").exists()
-    timings["setup cell installs"] = sum(pip(*args) for args in setup_cell_commands(ROOT / NOTEBOOKS[0]))
+    timings["setup cell installs"] = sum(pip(*args) for args in setup_cell_commands(NOTEBOOK_ROOT / NOTEBOOKS[0]))
     after = json.loads(subprocess.run([str(py), "-c", versions], capture_output=True, text=True, check=True).stdout)
     ipython = home / "ipython"
     (ipython / "profile_default" / "startup").mkdir(parents=True, exist_ok=True)
@@ -166,7 +170,7 @@ print(f"executed in {time.perf_counter() - start:.1f} s")
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
     py, env, before, _ = colab
-    source = ROOT / notebook
+    source = NOTEBOOK_ROOT / notebook
     images = markdown_images(nbformat.read(source, as_version=4))
     assert all(carried for _, carried in images), \
         f"{notebook}: images that a lone notebook cannot show: {[ref for ref, carried in images if not carried]}"
