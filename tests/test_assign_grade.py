@@ -958,3 +958,48 @@ def test_the_instructor_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     executed = nbformat.read(report / "feedback" / "alice.ipynb", as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
     assert "not on the roster" not in printed and "with 2 jobs" in printed
+
+
+def test_models_the_assignment_loads_are_converted_once_before_grading(tmp_path, monkeypatch):
+    """The offline models an assignment loads go into the cache before the first notebook, so the
+    sandboxes (which read the cache read-only) never convert them again, one by one."""
+    import llmlab.loading
+    from llmlab.grading.grade import warm_model_cache
+
+    loaded = []
+    monkeypatch.setattr(llmlab.loading, "load", lambda name, *a, **k: loaded.append(name))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('model, tok = load("SmolLM2_135M")\nother = llmlab.load("smollm2-135m")'),
+                nbformat.v4.new_markdown_cell('load("gemma3-270m") in prose is not code'),
+                nbformat.v4.new_code_cell("x = load('my_own_file.gguf')")]
+    nbformat.write(nb, tmp_path / "lesson.ipynb")
+    assert warm_model_cache(tmp_path / "lesson.ipynb", verbose=False) == ["smollm2-135m"]
+    assert loaded == ["smollm2-135m"]
+
+
+def test_shards_of_a_class_merge_into_the_whole_class(tmp_path, capsys):
+    """grade --shard K/N over a roster, then llmlab merge: every student once, the absent ones included,
+    a student's older notebook superseded. (The notebooks are broken on purpose: no kernel is needed.)"""
+    import os
+    subs = tmp_path / "subs"
+    for i, name in enumerate(["ann", "ben", "cat", "dov", "eve", "fay"]):
+        (subs / name).mkdir(parents=True)
+        (subs / name / "lesson.ipynb").write_text("not a notebook")
+    (subs / "ann" / "old.ipynb").write_text("older, not a notebook either")
+    os.utime(subs / "ann" / "old.ipynb", (1000, 1000))
+    (tmp_path / "roster.csv").write_text("student,name\n" + "".join(f"{s},{s.title()}\n" for s in
+                                         ["ann", "ben", "cat", "dov", "eve", "fay", "gus", "hal"]))
+    for k in (1, 2):
+        assert main(["grade", str(subs), "--out", str(tmp_path / f"shard{k}"), "--expected", "softmax,rms_norm",
+                     "--points", "rms_norm=2", "--roster", str(tmp_path / "roster.csv"), "--shard", f"{k}/2",
+                     "--jobs", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "superseded: ann/old.ipynb" in printed
+    assert main(["merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "all")]) == 0
+    book = read_csv(tmp_path / "all" / "gradebook.csv")
+    assert [r[0] for r in book[1:]] == ["ann", "ben", "cat", "dov", "eve", "fay", "gus", "hal"]
+    assert {r[0]: r[2] for r in book[1:]}["gus"] == "missing" and all(r[-1] == "3" for r in book[1:])
+    parts = [read_csv(tmp_path / f"shard{k}" / "gradebook.csv")[1:] for k in (1, 2)]
+    assert parts[0] and parts[1] and len(parts[0]) + len(parts[1]) == 8
+    assert main(["grade", str(subs), "--out", str(tmp_path / "x"), "--expected", "softmax", "--shard", "3/2"]) == 2
+    assert "1 <= K <= N" in capsys.readouterr().err
