@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="run the notebooks WITHOUT a sandbox, with your own permissions (only for notebooks you "
                         "trust; without this flag grade refuses where bubblewrap cannot make a sandbox)")
+    p.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)   # the old name: explained below
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
 
     p = sub.add_parser("merge", help="merge the reports of `grade --shard K/N` runs into one")
@@ -126,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
             write_example(args.folder)
         elif args.command == "grade":
             from llmlab.grading.grade import grade
+            if args.no_sandbox:
+                raise ValueError("--no-sandbox is now called --unsafe-no-sandbox, which says what it gives up: the "
+                                 "notebooks run with your own permissions. grade uses a sandbox wherever one can "
+                                 "be made; use --unsafe-no-sandbox only for notebooks you trust.")
             expected = [e.strip() for e in args.expected.split(",") if e.strip()] if args.expected else None
             grade(args.submissions, args.out, timeout=args.timeout, expected=expected,
                   assignment=args.assignment, kernel=args.kernel, call_limit=args.call_limit,

@@ -561,6 +561,14 @@ def test_grade_refuses_to_run_anything_without_a_sandbox(tmp_path, capsys, monke
     assert main(args) == 2
     assert "bubblewrap (bwrap) is not installed" in capsys.readouterr().err
     assert not marker.exists() and not (tmp_path / "out").exists()
+    from llmlab.grading.sandbox import SandboxUnavailable
+    sub = Submission("eve", "eve.ipynb", (tmp_path / "subs" / "eve.ipynb").read_bytes())
+    parse(sub)
+    with pytest.raises(SandboxUnavailable, match="not installed"):   # the lower layer refuses too
+        run_submission(sub, ["softmax"], timeout=30)
+    assert not marker.exists()
+    assert main(args[:-2] + ["--expected", "softmax", "--no-sandbox"]) == 2   # the old flag's name explains itself
+    assert "--no-sandbox is now called --unsafe-no-sandbox" in capsys.readouterr().err
 
 
 def test_unsafe_no_sandbox_runs_warns_and_kills_what_escapes(tmp_path, capsys, monkeypatch):
@@ -740,6 +748,7 @@ def test_submissions_are_found_in_the_layouts_lms_produce(tmp_path):
     assert (canvas["student"], canvas["name"], canvas["lms"], canvas["late"]) == ("12345", "smithalice", "canvas", True)
     moodle = identify("Alice Smith_4711_assignsubmission_file_/05_self_attention.ipynb")
     assert (moodle["student"], moodle["name"], moodle["lms"]) == ("4711", "Alice Smith", "moodle")
+    assert identify("Alice Smith_4711_assignsubmission_file_05.ipynb")["student"] == "4711"   # no folders
 
     nb = nbformat.writes(nbformat.v4.new_notebook())
     files = ["alice.ipynb", "bob/a.ipynb", "bob/b.ipynb", "smithalice_12345_100_lesson.ipynb",

@@ -68,6 +68,9 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    problem = sandbox_problem() if sandboxed else ""
+    if problem:  # never run a submission unsandboxed because the sandbox went missing
+        raise SandboxUnavailable(NO_SANDBOX.format(why=problem))
     start = time.perf_counter()
     info = {"status": "ok", "detail": "", "stopped_at": None, "results": {}}
     nb = sub.notebook

@@ -9,6 +9,7 @@ a file that is not a valid notebook. Whose a notebook is comes from where it lie
     alicesmith_12345_67890_05_self_attention.ipynb   -> 12345 (Canvas: user id 12345, name alicesmith)
     alicesmith_LATE_12345_67890_05_self_attention.ipynb  -> 12345, marked late
     Alice Smith_12345_assignsubmission_file_/05.ipynb    -> 12345 (Moodle: participant 12345)
+    Alice Smith_12345_assignsubmission_file_05.ipynb     -> 12345 (the same, downloaded without folders)
 
 >>> identify("alicesmith_LATE_12345_67890_05_self_attention.ipynb")
 {'student': '12345', 'name': 'alicesmith', 'lms': 'canvas', 'late': True, 'order': 67890}
@@ -34,7 +35,7 @@ from llmlab.grading.assign import declared_exercises, notebook_paths
 
 MAX_NOTEBOOK_BYTES = 50 * 2**20
 CANVAS = re.compile(r"^(?P<name>[^_]+)(?P<late>_late)?_(?P<id>\d+)_(?P<order>\d+)_(?P<file>.+)$", re.I)
-MOODLE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_[a-z]+_?$", re.I)
+MOODLE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assignsubmission_[a-z]+_(?P<file>.*)$", re.I)
 ROSTER_COLUMNS = ("student", "name", "email", "section", "sis_user_id", "sis_login_id")
 
 
@@ -57,7 +58,7 @@ class Submission:
 def identify(relpath: str) -> dict:
     """Whose notebook this is, from its path relative to the submissions folder (see the module docstring)."""
     parts = Path(relpath).parts
-    for part in parts[:-1]:
+    for part in parts[:-1] + (parts[-1] if len(parts) == 1 else "",):   # a folder, or a file of a flat download
         m = MOODLE.match(part)
         if m:
             return {"student": m["id"], "name": m["name"], "lms": "moodle", "late": False, "order": 0}
