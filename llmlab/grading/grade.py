@@ -226,9 +226,8 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     """Grade every notebook under `submissions` against the instructor's exercises (`assignment`
     notebook or folder, and/or `expected` ids); write the reports and feedback files into the new
     folder out_dir; return the grade rows. See the module docstring for the steps."""
-    from llmlab.grading.feedback import feedback_html, private_paths, safe_name, scrub_notebook
-    from llmlab.grading.reports import gradebook, missing_rows, rows_for, summary_table, write_atomically, \
-        write_reports
+    from llmlab.grading.feedback import private_paths
+    from llmlab.grading.reports import summary_table, write_atomically, write_reports
     from llmlab.grading.submissions import (collect, exercise_points, expected_exercises, in_shard, match_roster,
                                             newest_per_student, read_roster)
 
@@ -274,42 +273,12 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     salt = secrets.randbits(31)
     done = _run_all(subs, ids, timeout, kernel, not unsafe_no_sandbox, call_limit, jobs, salt, verbose)
 
-    rows, students = [], []
     paths = private_paths([submissions.resolve(), out_dir.resolve()] + ([Path(assignment).resolve()] if assignment else []))
-    meta = {e["student"]: e for e in entries or []}
-    not_listed = {s.student for s in unknown}
-    for sub, info in done:
-        student_rows = rows_for(sub, info, ids, worth)
-        rows += student_rows
-        extra = {k: v for k, v in meta.get(sub.student, {}).items() if k not in ("student", "name")}
-        students.append({"student": sub.student, "name": sub.name, "path": sub.path, "late": sub.late,
-                         "status": "not on roster" if sub.student in not_listed else "submitted", **extra,
-                         "superseded": [s.path for s in superseded if s.student == sub.student]})
-        if info is not None:
-            info["paths"] = paths + [(info["sandbox"], "<sandbox>")]
-    for entry in absent:
-        rows += missing_rows(entry["student"], ids, worth)
-        students.append({"name": entry.get("name", ""), **entry, "path": "", "late": False, "status": "missing",
-                         "superseded": []})
-    if entries is not None:  # roster order, then the students who are not on it
-        order = {e["student"]: i for i, e in enumerate(entries)}
-        students.sort(key=lambda s: order.get(s["student"], len(order)))
-        rank = {s["student"]: i for i, s in enumerate(students)}
-        rows.sort(key=lambda r: rank[r["student"]])
-    run = {"title": title or default_title(assignment), "exercises": ids,
-           "points": worth, "students": students, "shard": list(shard) if shard else None,
-           "started": started, "finished": time.time(), "jobs": jobs}
+    rows, students = class_rows(done, absent, entries, unknown, superseded, ids, worth)
+    run = {"title": title or default_title(assignment), "exercises": ids, "points": worth, "students": students,
+           "shard": list(shard) if shard else None, "started": started, "finished": time.time(), "jobs": jobs}
     digests = write_reports(rows, out_dir, run)
-    files = {}
-    book = {entry["student"]: entry for entry in gradebook(run, rows)}
-    for sub, info in done:
-        entry = book[sub.student]
-        mine = [r for r in rows if r["student"] == sub.student]
-        name = safe_name(sub.student)
-        files[f"feedback/{name}.html"] = feedback_html(entry, mine, run["title"], (info or {}).get("paths", paths)).encode()
-        if sub.notebook is not None and info is not None:
-            import nbformat
-            files[f"feedback/{name}.ipynb"] = nbformat.writes(scrub_notebook(sub.notebook, info["paths"])).encode()
+    files = feedback_files(done, rows, run, paths)
     write_atomically(out_dir, files)
     if verbose:
         print()
@@ -319,6 +288,51 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
             print(f"wrote {out_dir / name}  sha256 {digest}")
         print(f"wrote {out_dir / 'feedback'}/: one .html per student (safe to send) and the executed notebook beside it")
     return rows
+
+
+def class_rows(done, absent, entries, unknown, superseded, ids, worth) -> tuple[list[dict], list[dict]]:
+    """The grade rows and the students of a class: the graded ones, then the roster's absent ones
+    (with a roster: in its order, then the students who are not on it)."""
+    from llmlab.grading.reports import missing_rows, rows_for
+
+    rows, students = [], []
+    meta = {e["student"]: e for e in entries or []}
+    not_listed = {s.student for s in unknown}
+    for sub, info in done:
+        rows += rows_for(sub, info, ids, worth)
+        extra = {k: v for k, v in meta.get(sub.student, {}).items() if k not in ("student", "name")}
+        students.append({"student": sub.student, "name": sub.name, "path": sub.path, "late": sub.late,
+                         "status": "not on roster" if sub.student in not_listed else "submitted", **extra,
+                         "superseded": [s.path for s in superseded if s.student.lower() == sub.student.lower()]})
+    for entry in absent:
+        rows += missing_rows(entry["student"], ids, worth)
+        students.append({"name": entry.get("name", ""), **entry, "path": "", "late": False, "status": "missing",
+                         "superseded": []})
+    if entries is not None:
+        order = {e["student"]: i for i, e in enumerate(entries)}
+        students.sort(key=lambda s: order.get(s["student"], len(order)))
+        rank = {s["student"]: i for i, s in enumerate(students)}
+        rows.sort(key=lambda r: rank[r["student"]])
+    return rows, students
+
+
+def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, bytes]:
+    """feedback/<student>.html for every graded student, and the executed notebook beside it."""
+    import nbformat
+
+    from llmlab.grading.feedback import feedback_html, safe_name, scrub_notebook
+    from llmlab.grading.reports import gradebook
+
+    files = {}
+    book = {entry["student"]: entry for entry in gradebook(run, rows)}
+    for sub, info in done:
+        mine = [r for r in rows if r["student"] == sub.student]
+        here = paths + ([(info["sandbox"], "<sandbox>")] if info else [])
+        name = safe_name(sub.student)
+        files[f"feedback/{name}.html"] = feedback_html(book[sub.student], mine, run["title"], here).encode()
+        if sub.notebook is not None and info is not None:
+            files[f"feedback/{name}.ipynb"] = nbformat.writes(scrub_notebook(sub.notebook, here)).encode()
+    return files
 
 
 def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verbose) -> list:
