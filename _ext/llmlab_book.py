@@ -19,7 +19,7 @@ from sphinx import addnodes
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY_DOC = "chapters/appendix_glossary"
-CHAPTER_DOC = re.compile(r"(?:^|/)(\d\d)_[^/]*$")
+CHAPTER_DOC = re.compile(r"(?:^|/)(\d\d[a-z]?)_[^/]*$")
 # text inside these is never linked: code, math, headings, links, notebook cells' code and outputs
 SKIP_NODES = (nodes.literal, nodes.literal_block, nodes.title, nodes.reference, nodes.raw, nodes.math,
               nodes.math_block, nodes.FixedTextElement, nodes.term, addnodes.pending_xref, nodes.rubric,
@@ -117,7 +117,8 @@ def link_glossary_terms(app, doctree):
     match = CHAPTER_DOC.search(docname)
     if not match or GLOSSARY_DOC not in app.env.found_docs:
         return
-    for name, term, forms in _chapter_terms(app).get(int(match.group(1)), []):
+    number = match.group(1)
+    for name, term, forms in _chapter_terms(app).get(int(number) if number.isdigit() else number.lstrip("0"), []):
         pattern = _pattern(name, forms)
         best = None
         for text in doctree.findall(nodes.Text):

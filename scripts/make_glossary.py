@@ -47,11 +47,20 @@ def plain(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]<>$|#~^=+!:&])", r"\\\1", text)
 
 
+def chapter_id(text: str):
+    """A chapter's number as the book writes it: 5 for "05", "10b" for a chapter between 10 and 11.
+
+    >>> chapter_id("05"), chapter_id("10b")
+    (5, '10b')
+    """
+    return int(text) if text.isdigit() else text.lstrip("0")
+
+
 def chapter_files() -> dict:
     """chapter number -> the notebook's file name (without the folder)."""
     files = {}
-    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb")):
-        files[int(path.name[:2])] = path.name
+    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]*_*.ipynb")):
+        files[chapter_id(path.name.split("_", 1)[0])] = path.name
     return files
 
 
@@ -59,7 +68,7 @@ def load_entries(root: Path = ROOT) -> list:
     """Every entry of every glossary/chNN.yml, in chapter order, with its chapter number."""
     entries = []
     for path in sorted((root / "glossary").glob("ch*.yml")):
-        chapter = int(path.stem.removeprefix("ch"))
+        chapter = chapter_id(path.stem.removeprefix("ch"))
         for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
             missing = {"en", "zh", "definition"} - set(entry)
             if missing:
