@@ -41,8 +41,9 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     """Continue ids (B, T) by up to max_new_tokens tokens; returns (B, T + new) on the model's device.
 
     temperature=0 (the default) is greedy; otherwise sample with the given top_k / top_p, reproducibly
-    when seed is given. do_sample=True, as in transformers, samples at `temperature` (1.0 unless given). eos_token_id (one id or several): a row that produced it gets EOS from then on, and
-    generation stops when every row has. stream(token) is called for every new token as soon as it
+    when seed is given. do_sample=True, as in transformers, samples at `temperature` (1.0 unless given).
+    eos_token_id (one id or several): a row that produced it gets EOS from then on, and generation stops
+    when every row has. stream(token) is called for every new token as soon as it
     exists: with an int when B == 1, with a list of B ints otherwise. use_cache=False recomputes the
     whole sequence at every step (the slow way the cache avoids); kv_cache="static" or "growing" picks
     the KV cache class. attention_mask (B, T), 1 = token and 0 = padding, lets a batch of prompts of
