@@ -143,7 +143,7 @@ def test_chapter8_llama_block_solution_passes_its_check():
 def test_chapter6_direct_logit_attribution_sums_to_the_logit():
     """The decomposition the chapter uses, on a tiny model: embedding + every sublayer's share of one
     logit, through the final norm with its rms held fixed, adds up to the logit."""
-    from llmlab.inspection.capture import capture
+    from llmlab.inspection import capture
 
     _, model = tiny_llama()
     ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(3))
