@@ -10,7 +10,7 @@
     llmlab cache [--clean [--dry-run]]        list the cache entries; delete the stale ones
     llmlab --version
 
-assign and grade need the instructor extra: pip install "llmlab[instructor]".
+assign and grade need the instructor extra (the error message says the pip command).
 The instructor guide appendix of the book walks through a whole course.
 """
 from __future__ import annotations
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                   unsafe_no_sandbox=args.unsafe_no_sandbox, jobs=args.jobs, roster=args.roster,
                   shard=_shard(args.shard), points=_pairs(args.points), title=args.title)
         elif args.command == "merge":
-            from llmlab.grading.reports import merge
+            from llmlab.grading.outputs import merge
             merge(args.reports, args.out)
         elif args.command == "cache":
             if args.dry_run and not args.clean:
@@ -153,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:  # nbformat, nbclient or ipykernel missing
         if args.command not in ("assign", "grade", "example", "merge"):
             raise
+        from llmlab.notebook import install_command
         print(f"llmlab {args.command}: error: this command needs the instructor extra, which is not installed "
-              f"({e.name or e}). Install it with: pip install \"llmlab[instructor]\"", file=sys.stderr)
+              f"({e.name or e}). Install it with: {install_command('instructor')}", file=sys.stderr)
         return 2
     return 0
 

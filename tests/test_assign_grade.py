@@ -695,7 +695,10 @@ def test_missing_instructor_extra_is_explained(tmp_path):
         result = subprocess.run([sys.executable, "-m", "llmlab.cli"] + args, capture_output=True, text=True,
                                 cwd=tmp_path, env=env, timeout=120)
         assert result.returncode == 2, result.stderr
-        assert 'pip install "llmlab[instructor]"' in result.stderr and "Traceback" not in result.stderr
+        from llmlab.notebook import install_command
+        assert "Traceback" not in result.stderr
+        assert "Install it with: pip install" in result.stderr and "[instructor]" in result.stderr, result.stderr
+        assert install_command("instructor").startswith("pip install")
 
 
 def test_check_inside_a_jupyter_kernel(tmp_path):
@@ -857,7 +860,7 @@ def read_csv(path: Path) -> list[list[str]]:
 
 
 def test_gradebook_and_lms_files_follow_the_published_columns(tmp_path):
-    from llmlab.grading.reports import write_reports
+    from llmlab.grading.outputs import write_reports
 
     run, rows = fake_run(["12345", "alice", "4711"])
     write_reports(rows, tmp_path, run)
@@ -883,7 +886,7 @@ def test_gradebook_and_lms_files_follow_the_published_columns(tmp_path):
 
 
 def test_merge_joins_every_shard_once(tmp_path, capsys):
-    from llmlab.grading.reports import write_reports
+    from llmlab.grading.outputs import write_reports
 
     students = ["alice", "bob", "carol", "12345"]
     for k, part in ((1, students[:2]), (2, students[2:])):

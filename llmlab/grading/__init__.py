@@ -9,8 +9,9 @@ builds on it and nothing in llmlab.exercises imports from here. One module per s
     remote.py       the grader's requests to a running notebook's kernel
     wire.py         what crosses between grader and kernel: plain data only
     grade.py        `llmlab grade`: the steps in order, --jobs worker processes
-    reports.py      grade rows, the long and wide gradebooks, run.json, `llmlab merge`
+    reports.py      grade rows, the long CSV and the wide gradebook
     lms.py          the Canvas and Moodle import files
+    outputs.py      every file of a run, in a new --out folder; `llmlab merge` for shards
     feedback.py     one feedback file per student, safe to send
     example.py      `llmlab example`: the guide's example class (data/attention_lesson.ipynb)
 """

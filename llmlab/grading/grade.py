@@ -42,17 +42,18 @@ from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, descend
 from llmlab.grading.submissions import Submission, cell_label, parse
 
 CALL_LIMIT = DEFAULT_TIME_LIMIT  # seconds for one call of a learner's function, timed by the grader
-MISSING = ("the instructor extra is not installed: pip install \"llmlab[instructor]\" "
-           "(it brings nbformat, nbclient and ipykernel)")
 
 
 def require_instructor_tools() -> None:
     """Raise ImportError with what to install when nbclient or ipykernel is missing."""
+    from llmlab.notebook import install_command
+
     try:
         import ipykernel  # noqa: F401
         import nbclient  # noqa: F401
     except ImportError as e:
-        raise ImportError(f"{MISSING}; {e}") from None
+        raise ImportError(f"the instructor extra is not installed: {install_command('instructor')} (it brings "
+                          f"nbformat, nbclient and ipykernel); {e}") from None
 
 
 def default_jobs() -> int:
@@ -177,21 +178,6 @@ def default_title(assignment) -> str:
     return paths[0].stem if len(paths) == 1 else Path(assignment).name if assignment else "llmlab grade"
 
 
-def prepare_out(out_dir: Path, inputs: list[Path]) -> Path:
-    """The report folder: new or empty, and outside every input folder. An earlier run is never
-    overwritten: grade refuses and says so."""
-    for folder in inputs:
-        if out_dir.resolve() == folder.resolve() or folder.resolve() in out_dir.resolve().parents:
-            raise ValueError(f"--out must not be inside {folder}: grade never writes there.")
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        earlier = " (it holds an earlier grade run)" if (out_dir / "run.json").exists() or \
-            (out_dir / "grades.csv").exists() else ""
-        raise ValueError(f"--out {out_dir} already exists and is not empty{earlier}. grade never overwrites "
-                         "reports: pass a new folder (e.g. with the date in its name), or move the old one away.")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return out_dir
-
-
 MODEL_LOAD = re.compile(r"""\bload\(\s*(['"])([^'"]+)\1""")
 
 
@@ -227,7 +213,8 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     notebook or folder, and/or `expected` ids); write the reports and feedback files into the new
     folder out_dir; return the grade rows. See the module docstring for the steps."""
     from llmlab.grading.feedback import private_paths
-    from llmlab.grading.reports import summary_table, write_atomically, write_reports
+    from llmlab.grading.outputs import prepare_out, write_reports
+    from llmlab.grading.reports import summary_table, write_atomically
     from llmlab.grading.submissions import (collect, exercise_points, expected_exercises, in_shard, match_roster,
                                             newest_per_student, read_roster)
 

@@ -3,13 +3,8 @@
 One row per student and expected exercise, always one of five statuses (pass, fail, not-attempted,
 error, and missing for a student on the roster who handed nothing in); when an exercise has no
 result, the row says why (the check cell was deleted, an earlier cell failed, the run timed out).
-Each row carries the points earned and the exercise's maximum. The files, each written atomically:
-
-    grades.csv, grades.json  the rows (long: one row per student and exercise)
-    gradebook.csv            one row per student: points per exercise, total, max
-    canvas.csv, moodle.csv,  the shapes Canvas and Moodle import (lms.py)
-    moodle_gradebook.csv
-    run.json                 what was graded: exercises, points, students; `llmlab merge` reads it
+Each row carries the points earned and the exercise's maximum. This module turns rows into the
+long CSV and the wide gradebook (one row per student); outputs.py writes every file of a run.
 
 >>> csv_cell("=SUM(A1)")
 "'=SUM(A1)"
@@ -19,7 +14,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -129,21 +123,6 @@ def write_atomically(out_dir: Path, files: dict[str, bytes]) -> dict[str, str]:
     return {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
 
 
-def write_reports(rows: list[dict], out_dir: Path, run: dict) -> dict[str, str]:
-    """Write every report file of a run (see the module docstring); return their SHA-256."""
-    from llmlab.grading.lms import canvas_csv, moodle_csv, moodle_gradebook_csv
-
-    book = gradebook(run, rows)
-    files = {"grades.csv": csv_bytes(LONG_COLUMNS, [[r[c] for c in LONG_COLUMNS] for r in rows]),
-             "grades.json": (json.dumps(rows, indent=1, ensure_ascii=False) + "\n").encode("utf-8"),
-             "gradebook.csv": gradebook_csv(book, run["exercises"]),
-             "canvas.csv": canvas_csv(book, run),
-             "moodle.csv": moodle_csv(book, run, rows),
-             "moodle_gradebook.csv": moodle_gradebook_csv(book, run, rows),
-             "run.json": (json.dumps(run, indent=1, ensure_ascii=False) + "\n").encode("utf-8")}
-    return write_atomically(out_dir, files)
-
-
 def summary_table(rows: list[dict]) -> str:
     """One line per student: the status of each exercise, and points out of the maximum."""
     students = list(dict.fromkeys(r["student"] for r in rows))
@@ -157,49 +136,3 @@ def summary_table(rows: list[dict]) -> str:
         statuses = [cell[(s, e)]["status"] if (s, e) in cell else "" for e in exercises]
         lines.append("  ".join(v.ljust(w) for v, w in zip([s] + statuses + [score], widths + [6])))
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------- shards
-
-def merge(report_dirs: list, out_dir, verbose: bool = True) -> dict[str, str]:
-    """Merge the reports of `llmlab grade --shard K/N` runs into one set of files in out_dir."""
-    from llmlab.grading.grade import prepare_out
-
-    runs, rows = [], []
-    for folder in map(Path, report_dirs):
-        try:
-            runs.append(json.loads((folder / "run.json").read_text(encoding="utf-8")))
-            rows += json.loads((folder / "grades.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"{folder} does not hold a grade run that can be merged ({type(e).__name__}: {e}). "
-                             "Pass the --out folders of the `llmlab grade --shard K/N` runs.") from None
-    if not runs:
-        raise ValueError("name the report folders to merge: llmlab merge REPORT1 REPORT2 ... --out MERGED")
-    first = runs[0]
-    for folder, run in zip(report_dirs, runs):
-        if (run["exercises"], run["points"], run.get("title")) != (first["exercises"], first["points"], first.get("title")):
-            raise ValueError(f"{folder} graded other exercises or points than {report_dirs[0]}: "
-                             "only shards of one grade run can be merged.")
-    shards = sorted(tuple(r["shard"]) for r in runs if r.get("shard"))
-    n = first["shard"][1] if first.get("shard") else None
-    if n is None or shards != [(k, n) for k in range(1, n + 1)]:
-        raise ValueError(f"the folders hold shards {shards or 'none'}; a merge needs every shard 1/N to N/N exactly "
-                         "once (a shard missing or given twice would lose or double students).")
-    students = [s for run in runs for s in run["students"]]
-    keys = [s["student"] for s in students]
-    if len(set(keys)) != len(keys):
-        raise ValueError("a student appears in two shards: these runs did not split one class.")
-    out_dir = prepare_out(Path(out_dir), [])
-    run = {**first, "students": sorted(students, key=lambda s: s["student"]), "shard": None,
-           "merged_from": [str(Path(d)) for d in report_dirs]}
-    order = {s["student"]: i for i, s in enumerate(run["students"])}
-    rows.sort(key=lambda r: (order[r["student"]], first["exercises"].index(r["exercise"])))
-    digests = write_reports(rows, out_dir, run)
-    for folder in map(Path, report_dirs):   # the feedback files come along
-        for path in sorted((folder / "feedback").glob("*")) if (folder / "feedback").is_dir() else []:
-            digests[f"feedback/{path.name}"] = write_atomically(out_dir, {f"feedback/{path.name}": path.read_bytes()}) \
-                [f"feedback/{path.name}"]
-    if verbose:
-        print(f"merged {len(runs)} shards, {len(students)} students, into {out_dir}")
-        print(summary_table(rows))
-    return digests
