@@ -47,6 +47,8 @@ def test_capture_and_forward_of_a_batch_match_each_prompt_alone(model):
     logits, cache = capture(model, TOK, TEXTS, names=names)
     last_logits, last = capture(model, TOK, TEXTS, names=names, positions=[-1])
     assert cache.attention_mask.shape == logits.shape[:2] and not bool(cache.attention_mask.all())
+    _, ends = capture(model, TOK, TEXTS, names=names, positions=[0, -1])   # column 0 is padding in short rows
+    assert [ends.real_positions(row) for row in range(3)] == [[1], [1], [0, 1]]
     for row, text in enumerate(TEXTS):
         alone_logits, alone = capture(model, TOK, text, names=names)
         real = cache.real_positions(row)

@@ -124,7 +124,7 @@ class ActivationCache:
     cache.resid(2)                     # the same
     cache.pattern(2)                   # (B, n_heads, T, T)
     cache.accumulated_resid()          # (n_layers + 1, B, T, d): after the embedding, after each block
-    cache.attention_mask               # (B, T) bool, False = padding (None: no row is padded)
+    cache.attention_mask               # (B, T) bool, False = padding (all True when no row is padded)
     """
 
     def __init__(self, store: dict, config, positions: list[int] | None = None, tokens: list | None = None,
@@ -138,11 +138,14 @@ class ActivationCache:
 
     def real_positions(self, row: int = 0) -> list[int]:
         """The columns of the captured tensors that hold row `row`'s real tokens (padding left out)."""
-        if self.positions is not None:
-            raise ValueError("This cache kept only some positions (positions=...); capture all positions to ask "
-                             "which are real tokens.")
-        T = next(iter(self.store.values())).shape[1] if self.attention_mask is None else self.attention_mask.shape[1]
-        return real_positions(self.attention_mask, row, T)
+        if self.attention_mask is None:
+            raise ValueError("This cache has no attention_mask (it was not made by capture); build it with "
+                             "ActivationCache(..., attention_mask=torch.ones(B, T, dtype=torch.bool)).")
+        columns = self.positions
+        if columns is None:
+            return real_positions(self.attention_mask, row, self.attention_mask.shape[1])
+        real = set(real_positions(self.attention_mask, row, self.attention_mask.shape[1]))
+        return [i for i, column in enumerate(columns) if column in real]  # kept columns that are real tokens
 
     def __getitem__(self, name: str) -> torch.Tensor:
         if name not in self.store:
@@ -248,7 +251,8 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     store_device: where the cached tensors live (default: the model's device; "cpu" saves GPU memory).
     max_bytes   : refuse to build a bigger cache (None: no limit).
     attn_impl   : forced to "eager" when an attention pattern is asked for (the fast path has no weights).
-    attention_mask: (B, T), 0 = padding, for a padded ids tensor; kept as cache.attention_mask.
+    attention_mask: (B, T), 0 = padding, for a padded ids tensor; kept as cache.attention_mask (B, T) bool
+                  (all True when nothing is padded).
     """
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     B, T = ids.shape
@@ -282,4 +286,5 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     if tokenizer is not None:
         rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]
         tokens = rows[0] if B == 1 else rows
-    return logits, ActivationCache(store, model.config, keep, tokens, attention_mask)
+    mask = torch.ones(B, T, dtype=torch.bool, device=ids.device) if attention_mask is None else attention_mask
+    return logits, ActivationCache(store, model.config, keep, tokens, mask)
