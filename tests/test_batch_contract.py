@@ -15,6 +15,7 @@ from llmlab.inspection import (
     logit_lens, mean_resid, neuron_activations, patch, patchscope, position_similarity, prompt_similarity,
     generate_steered, steering_vector, token_id, top_activating_tokens,
 )
+from llmlab.devices import available_devices
 from llmlab.tokenization import train_bpe
 from fakes import CharTokenizer
 
@@ -24,18 +25,19 @@ PRESETS = ["tiny-llama", "tiny-gpt2", "tiny-gemma3"]
 CLOSE = dict(atol=1e-5, rtol=1e-5)
 
 
-def tiny(preset):
+def tiny(preset, device="cpu"):
     torch.manual_seed(0)
-    model = Transformer(ModelConfig.preset(preset)).eval()
+    model = Transformer(ModelConfig.preset(preset)).eval().to(device)
     with torch.no_grad():  # larger weights: attention and lens rows that differ visibly between prompts
         for p in model.parameters():
             p.mul_(5.0) if p.dim() > 1 else None
     return model
 
 
-@pytest.fixture(scope="module", params=PRESETS)
+@pytest.fixture(scope="module", params=[(p, d) for d in available_devices() for p in PRESETS],
+                ids=lambda param: f"{param[0]}-{param[1]}")
 def model(request):
-    return tiny(request.param)
+    return tiny(*request.param)
 
 
 def test_the_texts_have_different_lengths():
@@ -71,7 +73,7 @@ def test_patterns_of_a_batch_match_each_prompt_alone(model):
 
 def test_hooks_with_a_padded_forward_write_each_row_as_alone(model):
     ids, mask = llmlab.tokenization.pad_left([TOK.encode(t) for t in TEXTS], pad_id=0)
-    shift = torch.linspace(-1, 1, model.config.d_model)
+    shift = torch.linspace(-1, 1, model.config.d_model, device=model.device)
     with torch.no_grad(), hooks(model, {hook_name(0, "resid_post"): lambda h: h + shift}):
         batch = model(ids, attention_mask=mask)[:, -1]
         alone = [model(llmlab.as_ids(model, TOK, t))[0, -1] for t in TEXTS]
