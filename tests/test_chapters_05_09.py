@@ -157,3 +157,31 @@ def test_chapter6_direct_logit_attribution_sums_to_the_logit():
             direction = model.lm_head.weight[token] * model.final_norm.weight
             total = sum(float(direction @ p / rms) for p in parts)
             assert abs(total - float(logits[0, -1, token])) < 1e-4
+
+
+def test_chapter9_generation_loop_with_a_greedy_pick_equals_llmlab_generate():
+    # chapter 9 writes generate's loop by hand for min-p and the repetition penalty: with an argmax
+    # pick it must give llmlab.generate's greedy tokens, row by row, in a left-padded batch
+    from llmlab.kvcache import GrowingKVCache
+    from llmlab.tokenization import pad_left
+
+    generate_with, = inline_functions(CHAPTERS[9], "generate_with")
+
+    class Tok:
+        def encode_batch(self, texts):
+            return pad_left([[ord(c) % 128 for c in t] for t in texts], 0)
+
+    torch.manual_seed(0)
+    tiny = llmlab.Transformer(ModelConfig.preset("tiny-llama")).eval()
+    generate_with.__globals__.update(model=tiny, tok=Tok(), llmlab=llmlab, GrowingKVCache=GrowingKVCache)
+    texts = ["abcdef", "xy", "hello"]
+    with torch.no_grad():
+        mine = generate_with(lambda logits, so_far: logits.argmax(-1), texts, n_new=6)
+        ids, mask = Tok().encode_batch(texts)
+        reference = llmlab.generate(tiny, ids, 6, attention_mask=mask)[:, ids.shape[1]:]
+    assert torch.equal(mine, reference)
+    # and the tokens so far that the pick sees grow by one column per step
+    widths = []
+    with torch.no_grad():
+        generate_with(lambda logits, so_far: widths.append(so_far.shape[1]) or logits.argmax(-1), texts, n_new=3)
+    assert widths == [6, 7, 8]
