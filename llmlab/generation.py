@@ -16,8 +16,8 @@ from typing import Callable
 import torch
 
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
-from llmlab.checks import as_ids, check_attention_mask, check_int
-from llmlab.sampling import check_sampling, sample_next_token
+from llmlab.checks import as_ids, check_attention_mask, check_int, check_number
+from llmlab.sampling import apply_repetition_penalty, check_sampling, sample_next_token
 
 
 def prefill(model, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -37,11 +37,14 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
              top_p: float | None = None, seed: int | None = None, use_cache: bool = True,
              eos_token_id: int | list | None = None, stream: Callable | None = None,
              kv_cache: str = "static", attention_mask: torch.Tensor | None = None,
-             do_sample: bool | None = None) -> torch.Tensor:
+             do_sample: bool | None = None, min_p: float | None = None,
+             repetition_penalty: float | None = None) -> torch.Tensor:
     """Continue ids (B, T) by up to max_new_tokens tokens; returns (B, T + new) on the model's device.
 
     temperature=0 (the default) is greedy; otherwise sample with the given top_k / top_p, reproducibly
     when seed is given. do_sample=True, as in transformers, samples at `temperature` (1.0 unless given).
+    min_p keeps the tokens at least min_p times as likely as the top one; repetition_penalty (> 1) makes
+    every token already in the row (prompt and new tokens, not padding) less likely, greedy or sampled.
     eos_token_id (one id or several): a row that produced it gets EOS from then on, and generation stops
     when every row has. stream(token) is called for every new token as soon as it
     exists: with an int when B == 1, with a list of B ints otherwise. use_cache=False recomputes the
@@ -54,7 +57,9 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     B, T = ids.shape
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
     temperature = _temperature(temperature, do_sample)
-    check_sampling(temperature, top_k, top_p)
+    check_sampling(temperature, top_k, top_p, min_p)
+    if repetition_penalty is not None:
+        check_number("repetition_penalty", repetition_penalty, low=0, low_open=True, hint="1.0 changes nothing.")
     if kv_cache not in ("static", "growing"):
         raise ValueError(f"kv_cache={kv_cache!r}: use 'static' (preallocated, fast) or 'growing' (torch.cat, readable).")
     if stream is not None and not callable(stream):
@@ -87,9 +92,12 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     else:
         logits = model(ids, attention_mask=attention_mask, last_only=True)[:, -1]
 
-    tokens = [ids]
+    # what the repetition penalty counts as seen: padding stands in as the prompt's last (real) token
+    tokens = [ids if attention_mask is None else torch.where(attention_mask.bool(), ids, ids[:, -1:])]
     for step in range(max_new_tokens):
-        next_token = sample_next_token(logits, temperature, top_k, top_p, generator)  # (B,)
+        if repetition_penalty is not None:
+            logits = apply_repetition_penalty(logits, torch.cat(tokens, dim=1), repetition_penalty)
+        next_token = sample_next_token(logits, temperature, top_k, top_p, generator, min_p)  # (B,)
         if eos is not None:
             next_token = torch.where(finished, eos[0], next_token)  # finished rows keep emitting EOS
             finished |= torch.isin(next_token, eos)
@@ -102,8 +110,8 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
         if use_cache:
             logits = decode_step(model, next_token, kv, attention_mask)
         else:
-            logits = model(torch.cat(tokens, dim=1), attention_mask=attention_mask, last_only=True)[:, -1]
-    return torch.cat(tokens, dim=1)
+            logits = model(torch.cat([ids, *tokens[1:]], dim=1), attention_mask=attention_mask, last_only=True)[:, -1]
+    return torch.cat([ids, *tokens[1:]], dim=1)
 
 
 def _temperature(temperature, do_sample) -> float:

@@ -9,6 +9,7 @@ Both caches have the same interface (use these; do not assign keys, values or se
     k_all, v_all = cache.update(i, k, v)  append k, v (B, n_kv_heads, T_new, hd) to layer i, return all of it
     cache.crop(n)                         keep the first n positions (e.g. drop rejected draft tokens)
     cache.expand(batch_size)              a batch-1 cache becomes batch_size copies (one prefix, many continuations)
+    cache.reorder(rows)                   keep the rows `rows` (B_new,) of the batch, in that order (beam search)
     cache.memory_bytes()                  bytes its keys and values take
     cache.reset()                         forget everything
 
@@ -46,6 +47,13 @@ def _check_expand(keys: list, batch_size) -> int:
     return batch_size
 
 
+def _reorder(tensors: list, rows) -> list:
+    rows = torch.as_tensor(rows, dtype=torch.long)
+    if rows.dim() != 1 or rows.numel() == 0:
+        raise ValueError(f"rows must be a non-empty 1-D list of batch rows to keep; got shape {tuple(rows.shape)}.")
+    return [None if t is None else t.index_select(0, rows.to(t.device)) for t in tensors]  # (B_new, nkv, T, hd)
+
+
 class GrowingKVCache:
     """The readable cache: torch.cat the new keys/values onto the old ones (a new tensor every step)."""
 
@@ -70,6 +78,10 @@ class GrowingKVCache:
         batch_size = _check_expand(self.keys, batch_size)
         self.keys = [None if k is None else k.expand(batch_size, -1, -1, -1) for k in self.keys]
         self.values = [None if v is None else v.expand(batch_size, -1, -1, -1) for v in self.values]
+
+    def reorder(self, rows) -> None:
+        """Keep batch rows `rows` in that order (a row may repeat): beams dropped or copied."""
+        self.keys, self.values = _reorder(self.keys, rows), _reorder(self.values, rows)
 
     def memory_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
@@ -132,6 +144,10 @@ class StaticKVCache:
         batch_size = _check_expand(self.keys, batch_size)
         self.keys = [None if k is None else k.repeat(batch_size, 1, 1, 1) for k in self.keys]
         self.values = [None if v is None else v.repeat(batch_size, 1, 1, 1) for v in self.values]
+
+    def reorder(self, rows) -> None:
+        """Keep batch rows `rows` in that order (a row may repeat): beams dropped or copied."""
+        self.keys, self.values = _reorder(self.keys, rows), _reorder(self.values, rows)
 
     def memory_bytes(self) -> int:
         """Bytes of the preallocated buffers (all max_len positions, used or not)."""

@@ -180,9 +180,7 @@ def beam_search(model, ids: torch.Tensor, max_new_tokens: int, num_beams: int = 
         rows = torch.tensor(keep_rows, device=ids.device)
         beams = torch.cat([beams[rows], torch.tensor(keep_tokens, device=ids.device)[:, None]], dim=1)
         scores = torch.tensor(keep_scores, device=ids.device)
-        for layer in range(cache.n_layers):      # the surviving beams' pasts, in their new order
-            cache.keys[layer] = cache.keys[layer][rows]
-            cache.values[layer] = cache.values[layer][rows]
+        cache.reorder(rows)                       # the surviving beams' pasts, in their new order
         if step < max_new_tokens - 1:
             logits = model(beams[:, -1:], cache=cache, last_only=True)[:, -1]            # (n_beams, V)
             logp = torch.log_softmax(logits.float(), dim=-1)

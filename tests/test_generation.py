@@ -109,6 +109,44 @@ def test_do_sample_means_what_it_means_in_transformers():
     assert not torch.equal(sampled, generate(model, ids, 6))           # sampling is not greedy here
 
 
+def test_min_p_and_repetition_penalty_in_generate():
+    from llmlab.sampling import apply_repetition_penalty
+
+    model = _flat()
+    ids = torch.tensor([[1, 2, 3]])
+    # min_p=1 keeps only the most likely token: sampling becomes greedy
+    assert torch.equal(generate(model, ids, 6, temperature=1.0, min_p=1.0, seed=0), generate(model, ids, 6))
+    # the penalty is applied to every row's tokens so far, step by step, like this loop
+    by_hand = ids
+    for _ in range(6):
+        logits = apply_repetition_penalty(model(by_hand)[:, -1], by_hand, 3.0)
+        by_hand = torch.cat([by_hand, logits.argmax(-1, keepdim=True)], dim=1)
+    penalised = generate(model, ids, 6, repetition_penalty=3.0)
+    assert torch.equal(penalised, by_hand) and not torch.equal(penalised, generate(model, ids, 6))
+    # padding does not count as text: a padded row is penalised as it would be alone
+    rows = [[1, 2, 3], [7, 8, 9, 10, 11]]
+    padded, mask = pad_left(rows, pad_id=4)
+    batched = generate(model, padded, 6, attention_mask=mask, repetition_penalty=3.0)[:, padded.shape[1]:]
+    assert batched.tolist() == [generate(model, [r], 6, repetition_penalty=3.0)[0, len(r):].tolist() for r in rows]
+    with pytest.raises(ValueError, match="repetition_penalty"):
+        generate(model, ids, 2, repetition_penalty=0)
+
+
+@pytest.mark.parametrize("cache_cls", [GrowingKVCache, StaticKVCache])
+def test_kv_cache_reorder_keeps_the_rows_asked_for(cache_cls):
+    model = _tiny()
+    ids = torch.randint(0, V, (2, 6), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        cache = cache_cls.for_model(model, max_len=8)
+        prefill(model, ids, cache)
+        cache.reorder([1, 1, 0])                                       # drop nothing, copy row 1
+        nexts = torch.tensor([4, 5, 6])
+        stepped = decode_step(model, nexts, cache)                     # (3, V)
+        for row, source in enumerate([1, 1, 0]):
+            alone = model(torch.cat([ids[source:source + 1], nexts[row].view(1, 1)], dim=1))[:, -1]
+            torch.testing.assert_close(stepped[row:row + 1], alone, atol=1e-5, rtol=1e-5)
+
+
 def test_ids_are_range_checked_once_per_generate_call(monkeypatch):
     """Reading ids' min and max costs a GPU round trip: the prompt pass checks them, decode steps do not."""
     import llmlab.model
