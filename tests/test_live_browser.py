@@ -23,7 +23,8 @@ VENDOR = ROOT / "assets" / "vendor" / "live"
 PROMPTS = ["The Eiffel Tower is in the city of", "今天天气很好，我们去公园"]
 
 
-def make_site(folder: Path, body: str = "") -> Path:
+def make_site(folder: Path, body: str = "", preload: bool = True) -> Path:
+    """A page at folder/page.html; preload=False leaves loading the live model to the views (as in the book)."""
     if not (VENDOR / "manifest.js").is_file():
         raise FileNotFoundError(f"{VENDOR} has no live model files: run `make live` first.")
     static = folder / "_static"
@@ -31,9 +32,10 @@ def make_site(folder: Path, body: str = "") -> Path:
     (static / "vendor").mkdir(parents=True)
     (static / "vendor" / "live").symlink_to(VENDOR, target_is_directory=True)
     page = folder / "page.html"
-    page.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'>"
-                    "<script src='_static/live/llmlab-live.js'></script></head>"
-                    f"<body>{body}</body></html>", encoding="utf-8")
+    head = "<script src='_static/live/llmlab-live.js'></script>" if preload else ""
+    # data-content_root: where Sphinx pages say their _static/ folder is (the views find it there)
+    page.write_text("<!DOCTYPE html><html data-content_root='./'><head><meta charset='utf-8'>"
+                    f"{head}</head><body>{body}</body></html>", encoding="utf-8")
     return page
 
 
@@ -42,16 +44,34 @@ def smol():
     return llmlab.load("smollm2-135m", device="cpu")
 
 
+def book_views(model, tokenizer) -> str:
+    """The four kinds of live view, built at "build time" from llmlab, as a chapter builds them."""
+    from llmlab.visualization import AttentionView, LensView, SamplingView, TokensView
+
+    prompt = "The cat sat on the mat because it"
+    with torch.no_grad():
+        logits = model(torch.tensor([tokenizer.encode(prompt)]))[0, -1]
+    views = [AttentionView.from_model(model, tokenizer, prompt, layer=5, head=6),
+             LensView.from_model(model, tokenizer, prompt),
+             SamplingView.from_logits([prompt], logits[None], tokenizer, n=15),
+             TokensView.from_tokenizers(prompt, {"SmolLM2-135M": tokenizer})]
+    return "".join(view.to_html() for view in views)
+
+
 @pytest.fixture(scope="module", params=["file", "http"])
-def page(request, tmp_path_factory):
+def page(request, tmp_path_factory, smol):
     site = tmp_path_factory.mktemp(f"live-{request.param}")
-    page_path = make_site(site)
+    page_path = make_site(site, book_views(*smol), preload=False)
     with Chromium(loopback=request.param == "http") as browser:
         if request.param == "file":
-            yield browser.open(page_path.as_uri())
+            opened = browser.open(page_path.as_uri())
+            opened.evaluate("llmlab.loadLive(llmlab.staticRoot()).then(() => 1)")   # what "Run live" does first
+            yield opened
         else:
             with static_server(site) as url:
-                yield browser.open(url + "page.html")
+                opened = browser.open(url + "page.html")
+                opened.evaluate("llmlab.loadLive(llmlab.staticRoot()).then(() => 1)")
+                yield opened
 
 
 RUN = """llmlabLive.run(%s).then(r => ({ids: r.ids, tokens: r.tokens, next: r.next, lens: r.lens,
@@ -111,3 +131,53 @@ def test_tokenizer_matches_llmlab_on_hard_text(smol, page):
     assert out[1] == show_token_ids(tokenizer, ids)
     assert any(t.startswith("<") and t.endswith(">") and len(t) == 4 for t in out[1])   # a byte piece, e.g. <e9>
     assert "\u27e8im_start\u27e9" in out[1]
+
+
+RUN_VIEW = """(async () => {
+  const root = document.querySelector('div.llmlab-view.llmlab-%s');
+  const before = root.querySelector('[data-live=yes]');
+  if (before) before.removeAttribute('data-live');       // a view drawn by an earlier run
+  root.querySelector('[data-name=live-prompt]').value = %s;
+  root.querySelector('[data-action=run-live]').click();
+  const start = performance.now();
+  while (!root.querySelector('[data-live=yes]')) {
+    const status = root.querySelector('.llmlab-live-status').textContent;
+    if (performance.now() - start > 280000) throw new Error('no live view: ' + status);
+    await new Promise(r => setTimeout(r, 100));
+  }
+  const view = root.querySelector('[data-live=yes]');
+  return {status: root.querySelector('.llmlab-live-status').textContent,
+          tokens: [...view.querySelectorAll('.llmlab-tokens .llmlab-tok')].map(s => s.firstChild.textContent),
+          cells: [...view.querySelectorAll('td.llmlab-cell')].map(td => td.textContent),
+          bars: [...view.querySelectorAll('.llmlab-bar-row')].map(r => [r.querySelector('.llmlab-bar-label').textContent,
+                 parseFloat(r.querySelector('.llmlab-bar-value').textContent)]),
+          ids: [...view.querySelectorAll('.llmlab-id')].map(s => parseInt(s.textContent, 10))};
+})()"""
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
+    model, tokenizer = smol
+    ids = tokenizer.encode(prompt)
+    shown = show_token_ids(tokenizer, ids)
+
+    attention = page.evaluate(RUN_VIEW % ("attention", json.dumps(prompt)), timeout=300)
+    assert attention["tokens"] == shown
+    assert len(attention["cells"]) == len(ids) ** 2
+    assert f"({len(ids)} tokens)" in attention["status"]
+
+    tokens = page.evaluate(RUN_VIEW % ("tokens", json.dumps(prompt)), timeout=300)
+    assert tokens["ids"] == ids
+    assert tokens["tokens"] == shown
+
+    lens = page.evaluate(RUN_VIEW % ("lens", json.dumps(prompt)), timeout=300)
+    expected = logit_lens(model, tokenizer, prompt, k=1, positions=[-1])
+    assert lens["cells"] == [show_token_ids(tokenizer, [row[0][0]])[0] for row in expected.top_ids.tolist()]
+
+    sampling = page.evaluate(RUN_VIEW % ("sampling", json.dumps(prompt)), timeout=300)
+    with torch.no_grad():
+        probs = torch.softmax(model(torch.tensor([ids]))[0, -1], -1)
+    top = torch.topk(probs, 15)
+    assert [label for label, _ in sampling["bars"][:15]] == show_token_ids(tokenizer, top.indices)
+    assert np.abs(np.array([p for _, p in sampling["bars"][:15]]) - top.values.numpy()).max() <= 0.0005 + 1e-4
+    assert sampling["bars"][15][0] == f"all other {model.config.vocab_size - 15:,} tokens"

@@ -14,7 +14,7 @@ from llmlab.visualization import (
     show_token, show_token_ids,
 )
 from llmlab.visualization.html import pack_unit_floats, to_json, visible
-from llmlab.visualization.views import informative_row
+from llmlab.visualization.attention_views import informative_row
 from fakes import CharTokenizer
 
 TOKENS = ["The", " cat", " sat", " on", " the", " mat", "</script>"]
@@ -623,18 +623,14 @@ def test_tokens_are_reachable_with_the_keyboard(tmp_path):
     assert out["pinned"] == 'toy · token 2 · id 3 · "c" [pinned]'
 
 
-def test_every_view_is_importable_from_the_package_and_from_views():
-    """The views live in one module per topic; llmlab.visualization and .views name the same objects."""
+def test_every_view_is_importable_from_the_package_and_its_own_module():
+    """The views live in one module per topic; llmlab.visualization names the same objects."""
     import llmlab.visualization as package
-    from llmlab.visualization import attention_views, sampling_views, table_views, token_views, views
+    from llmlab.visualization import attention_views, sampling_views, table_views, token_views
 
     homes = {"AttentionView": attention_views, "MaskView": attention_views, "mask_view": attention_views,
-             "informative_row": attention_views, "LensView": table_views, "SimilarityView": table_views,
-             "TokensView": token_views, "BPEMergeView": token_views, "looks_like_text": token_views,
-             "SamplingView": sampling_views}
-    assert sorted(views.__all__) == sorted(homes)
+             "LensView": table_views, "SimilarityView": table_views, "TokensView": token_views,
+             "BPEMergeView": token_views, "SamplingView": sampling_views}
     for name, home in homes.items():
-        assert getattr(views, name) is getattr(home, name), name
         assert getattr(home, name).__module__ == home.__name__, name
-        if name in package.__all__:
-            assert getattr(package, name) is getattr(home, name), name
+        assert name in package.__all__ and getattr(package, name) is getattr(home, name), name

@@ -7,6 +7,7 @@
  *   r.attention(5, 6)                            // block 5, head 6: T x T weights, each row sums to 1
  *   r.lens[0], r.lens[30]                        // logit lens at the last position: embedding first,
  *                                                //   then after each block; 5 x {id, token, p} each
+ *   llmlabLive.token(7042)                       // "␣Paris": any id as the book shows tokens (once ready)
  *
  * Where the files come from: llmlab.live writes them into _static/vendor/live/ as classic script
  * files (they load from file:// as well as from a web server; no fetch, nothing from the network).
@@ -121,7 +122,9 @@
     var m = await call("run", { prompt: prompt });
     var T = m.ids.length, L = m.nLayers, H = m.nHeads, att = m.attention;
     return {
-      prompt: prompt, ids: m.ids, tokens: m.tokens, next: m.next, lens: m.lens, logits: m.logits,
+      prompt: prompt, ids: m.ids, tokens: m.tokens, next: m.next, lens: m.lens,
+      logits: m.logits,              // Float32Array (vocab): the next token's logits, for the sampling view
+      attentionArray: att,           // Float32Array (layers, heads, T, T): what attention(layer, head) reads
       nLayers: L, nHeads: H,
       attention: function (layer, head) {
         checkIndex("layer", layer, L);

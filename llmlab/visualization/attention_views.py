@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from llmlab.visualization.display import show_token, show_token_ids
+from llmlab.visualization.display import show_token, show_token_ids, text_of_shown
 from llmlab.visualization.grid import as_array, grid_html, legend_html
-from llmlab.visualization.html import View, css_blue, escape, pack_unit_floats
+from llmlab.visualization.html import LIVE_MODEL, View, css_blue, escape, live_data, pack_unit_floats
 
 
 def informative_row(weights) -> int:
@@ -33,12 +33,14 @@ class AttentionView(View):
     hide_sink: start with the first token's column hidden and every row renormalised (a checkbox
              in the view toggles it), so the structure that the attention sink drowns out shows.
     Thumbnails of every head of the layer (or of every layer) focus the map on click.
+    live   : in the built book, a prompt box that reruns the view on the live SmolLM2-135M (None:
+             on when the weights have SmolLM2's 9 heads per layer).
     """
 
     kind = "attention"
 
     def __init__(self, tokens, weights, layer_labels=None, title=None, layer: int = 0, head: int = 0,
-                 query: int | None = None, hide_sink: bool = False):
+                 query: int | None = None, hide_sink: bool = False, live: bool | None = None):
         weights = as_array(weights, "weights", (2, 3, 4))
         while weights.ndim < 4:
             weights = weights[None]
@@ -52,7 +54,8 @@ class AttentionView(View):
             raise ValueError(f"{len(layer_labels)} layer labels for {n_layers} layers.")
         if not (-n_layers <= layer < n_layers and 0 <= head <= n_heads):
             raise ValueError(f"layer={layer}, head={head} is outside {n_layers} layers x {n_heads} heads "
-                             f"(head={n_heads} is the mean of the heads).")
+                             f"(layer counts from 0, or from the end when negative; head={n_heads} is the mean "
+                             f"of the heads). Pick a layer from {-n_layers} to {n_layers - 1}.")
         if query is not None and not -T <= query < T:
             raise ValueError(f"query={query} is outside the {T} positions.")
         layer = layer % n_layers                         # -1 is the last layer, as in Python
@@ -61,7 +64,9 @@ class AttentionView(View):
         query = informative_row(opening) if query is None else int(query) % T
         super().__init__({"tokens": tokens, "layers": layer_labels, "n_heads": n_heads,
                           "weights": pack_unit_floats(weights), "layer": layer, "head": head, "query": query,
-                          "hide_sink": bool(hide_sink)}, title)
+                          "hide_sink": bool(hide_sink),
+                          **live_data(n_heads == LIVE_MODEL["n_heads"] if live is None else live, text_of_shown(tokens))},
+                         title)
 
     @classmethod
     def from_model(cls, model, tokenizer, prompt, layers=None, title=None, **kwargs) -> "AttentionView":
@@ -69,7 +74,15 @@ class AttentionView(View):
         from llmlab.checks import as_ids
         from llmlab.inspection import capture
 
-        layers = list(range(model.config.n_layers)) if layers is None else [l % model.config.n_layers for l in layers]
+        n = model.config.n_layers
+        if layers is None:
+            layers = list(range(n))
+        else:
+            wrong = [l for l in layers if not isinstance(l, int) or not -n <= l < n]
+            if wrong:
+                raise ValueError(f"layers {wrong} do not exist: this model has {n} layers, numbered 0 to {n - 1} "
+                                 f"(or -{n} to -1 from the end). Pick layers in that range.")
+            layers = [l % n for l in layers]  # -1 -> the last layer, as Python indexes
         _, cache = capture(model, tokenizer=tokenizer, prompt=prompt, names=["*hook_pattern"], layers=layers)
         weights = torch.stack([cache.pattern(l)[0] for l in layers])  # (L, H, T, T)
         tokens = show_token_ids(tokenizer, as_ids(model, tokenizer=tokenizer, prompt=prompt)[0]) if isinstance(prompt, str) \

@@ -106,3 +106,20 @@ def show_token_ids(tokenizer, ids) -> list[str]:
         else:
             shown.append(show_token(tokenizer.decode([i])))
     return shown
+
+
+_BYTE_RUN = re.compile(r"(?:<[0-9a-f]{2}>)+")
+_UNSHOW = {v: k for k, v in WHITESPACE.items()}
+
+
+def text_of_shown(tokens) -> str:
+    """Back from display forms to text (for a prompt box): "␣" -> " ", "<e5><a4><a9>" -> "天",
+    special tokens dropped.
+
+    >>> text_of_shown(["The", "␣cat", "<e5><a4>", "<a9>", "⟨im_end⟩"])
+    'The cat天'
+    """
+    text = "".join(t for t in tokens if not (t.startswith("\u27e8") and t.endswith("\u27e9")))
+    text = "".join(_UNSHOW.get(ch, ch) for ch in text)
+    return _BYTE_RUN.sub(lambda m: bytes.fromhex(m.group().replace("<", "").replace(">", ""))
+                         .decode("utf-8", "replace"), text)

@@ -80,6 +80,18 @@ def to_list(array, decimals: int | None = 4):
     return array.tolist()
 
 
+# The book's live model (llmlab.live: SmolLM2-135M in the reader's browser). A view with `live` in its
+# data gets a prompt box and a "Run live" button in the built book (see common.js, L.mount).
+LIVE_MODEL = {"name": "SmolLM2-135M", "n_layers": 30, "n_heads": 9}
+
+
+def live_data(live, prompt: str) -> dict:
+    """What a view puts under data["live"]: {} when off, else the prompt box's opening text."""
+    if live not in (True, False):
+        raise TypeError(f"live must be True, False or None (automatic); got {live!r}.")
+    return {"live": {"prompt": prompt}} if live else {}
+
+
 class View:
     """Base class: a subclass sets `kind` (its assets/<kind>.js) and fills `self.data`.
 
@@ -108,7 +120,8 @@ class View:
             # In JupyterLab the output may not be attached to the document yet when the
             # script runs, so look next to the script first, then in the document.
             + f"  var root = (s && s.parentNode && s.parentNode.querySelector('#{view_id}')) || document.getElementById('{view_id}');\n"
-            + f"  window.llmlab.views['{self.kind}'](root, {to_json(self.data)});\n"
+            # mount: the view itself, plus a "Run live" prompt box where the data asks for one (common.js)
+            + f"  window.llmlab.mount(root, '{self.kind}', {to_json(self.data)});\n"
             # Marks a view that JavaScript has drawn (the book's browser tests look for it).
             + "  root.setAttribute('data-rendered', 'yes');\n"
             + "})();"

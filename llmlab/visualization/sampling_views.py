@@ -6,7 +6,7 @@ import numpy as np
 
 from llmlab.visualization.display import show_token, show_token_ids
 from llmlab.visualization.grid import as_array
-from llmlab.visualization.html import View, escape, to_list
+from llmlab.visualization.html import View, escape, live_data, to_list
 
 
 TEMPERATURE_STEP = 0.05          # the temperature slider's step: the grid the full-vocabulary sums are kept for
@@ -50,12 +50,14 @@ class SamplingView(View):
     bar for the rest of the vocabulary, applies top-k and top-p to the whole vocabulary (as
     llmlab.sampling does), and its "draw 10 samples" button samples from the whole vocabulary.
     Built from candidates alone, the candidates are the whole vocabulary.
+    live: in the built book, a prompt box that reruns the view on the live SmolLM2-135M (None: on for
+    views built with from_logits, whose tokens are a real vocabulary).
     """
 
     kind = "sampling"
 
     def __init__(self, prompts, candidates, logits, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                 title=None, tails=None, extra=None):
+                 title=None, tails=None, extra=None, live: bool | None = None):
         logits = as_array(logits, "logits", (2,))
         if logits.shape[0] != len(prompts) or any(len(c) != logits.shape[1] for c in candidates):
             raise ValueError(f"logits has shape {logits.shape} (prompts, candidates) but got {len(prompts)} prompts "
@@ -68,6 +70,7 @@ class SamplingView(View):
         if tails is not None:
             data["tails"] = tails
             data["extra"] = extra
+        data.update(live_data(tails is not None if live is None else live, str(prompts[0])))
         super().__init__(data, title)
 
     @classmethod

@@ -1,8 +1,8 @@
 """The tokenization views: how tokenizers cut a text, and byte-pair-encoding merges step by step."""
 from __future__ import annotations
 
-from llmlab.visualization.display import show_token
-from llmlab.visualization.html import View, escape
+from llmlab.visualization.display import show_token, text_of_shown
+from llmlab.visualization.html import View, escape, live_data
 
 
 class TokensView(View):
@@ -11,12 +11,13 @@ class TokensView(View):
     rows: {"name": [(text, id), ...]} or a list of (text, id) pairs for a single row; a third item,
     the token's bytes, makes byte fragments exact ("<e5><a4>" instead of "�").
     `TokensView.from_tokenizers(text, {"SmolLM2": tok1, "Gemma 3": tok2})` encodes for you.
+    live: in the built book, a text box that shows SmolLM2's tokens of the reader's own text (default on).
     """
 
     kind = "tokens"
     palette = ("#fde2a7", "#b9e3c6", "#f7c6d0", "#c6dbf7", "#e3d1f7", "#f7dcc6")
 
-    def __init__(self, rows, title=None):
+    def __init__(self, rows, title=None, live: bool = True, text: str | None = None):
         if not isinstance(rows, dict):
             rows = {"tokens": rows}
         data_rows = []
@@ -31,10 +32,12 @@ class TokensView(View):
                 tokens.append({"text": shown, "id": token_id,
                                "bytes": None if raw is None else " ".join(f"{b:02x}" for b in raw)})
             data_rows.append({"name": str(name), "tokens": tokens})
-        super().__init__({"rows": data_rows}, title)
+        if text is None:
+            text = text_of_shown([t["text"] for t in data_rows[0]["tokens"]]) if data_rows else ""
+        super().__init__({"rows": data_rows, **live_data(live, text)}, title)
 
     @classmethod
-    def from_tokenizers(cls, text: str, tokenizers: dict, title=None) -> "TokensView":
+    def from_tokenizers(cls, text: str, tokenizers: dict, title=None, live: bool = True) -> "TokensView":
         """Encode `text` with each tokenizer and show each token as the book shows tokens."""
         rows = {}
         for name, tok in tokenizers.items():
@@ -43,7 +46,7 @@ class TokensView(View):
             specials = set(getattr(tok, "special_tokens", {}).values())
             rows[name] = [(tok.decode([i]), i) + ((raw[i], i in specials or None) if raw is not None else ())
                           for i in ids]
-        return cls(rows, title=title)
+        return cls(rows, title=title, live=live, text=text)
 
     def static_html(self) -> str:
         parts = []

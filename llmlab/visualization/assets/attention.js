@@ -3,10 +3,10 @@
 // query looks. A checkbox hides the first-token "sink" and renormalises each row, so the structure
 // the sink drowns out becomes visible.
 // data: {tokens: [str], layers: [str], n_heads: H, weights: base64 bytes of (L, H, T, T), layer, head,
-//        query, hide_sink}
+//        query, hide_sink, live: {prompt} (a "Run live" box in the built book, see common.js)}
 window.llmlab.views.attention = function (root, data) {
   var L = window.llmlab, T = data.tokens.length, H = data.n_heads, NL = data.layers.length;
-  var w = L.unpack(data.weights);
+  var w = data.weightsArray || L.unpack(data.weights);   // weightsArray: the live model's Float32Array
   var layer = data.layer || 0, head = data.head || 0, hideSink = !!data.hide_sink, scope = 0;
 
   // head === H means the mean over all heads; with hideSink, key 0 is dropped and the row renormalised
@@ -174,4 +174,16 @@ window.llmlab.views.attention = function (root, data) {
   grid.activate(q0, best(q0), 'key');
   drawThumbs();
   paint();
+};
+
+// The live model's result (llmlabLive.run) as this view's data: every block, the same layer number,
+// head and sink setting as the book's view.
+window.llmlab.liveData.attention = function (r, data) {
+  var layers = [];
+  for (var l = 0; l < r.nLayers; l++) layers.push('layer ' + l);
+  var m = /(\d+)\s*$/.exec(data.layers[data.layer] || '');
+  var layer = m ? Math.min(parseInt(m[1], 10), r.nLayers - 1) : 0;
+  return {tokens: r.tokens, layers: layers, n_heads: r.nHeads, weightsArray: r.attentionArray, layer: layer,
+          head: Math.min(data.head || 0, r.nHeads), query: null, hide_sink: data.hide_sink, live: data.live,
+          title: 'SmolLM2-135M, live in your browser: attention on your prompt'};
 };

@@ -244,4 +244,88 @@ window.llmlab.views = window.llmlab.views || {};
       }
     });
   };
+
+  // ---------------------------------------------------------------- the live model (built book only)
+  // A view whose data has `live` gets a prompt box and a "Run live" button above it, where the page
+  // is part of the built book (it has a _static/ folder holding live/llmlab-live.js). The build-time
+  // view stays the default; the model loads only when the reader asks, and each kind of view turns
+  // the live result into its own data (L.liveData[kind]), so it redraws with its usual controls.
+  L.liveData = L.liveData || {};
+  L.staticRoot = function () {
+    var root = document.documentElement.getAttribute('data-content_root');
+    if (root !== null) return new URL(root + '_static/', document.baseURI).href;
+    var scripts = document.querySelectorAll('script[src]');
+    for (var i = 0; i < scripts.length; i++) {
+      var m = /^(.*\/_static\/)/.exec(scripts[i].src);
+      if (m) return m[1];
+    }
+    return null;
+  };
+  L.loadLive = function (staticRoot) {
+    if (window.llmlabLive) return Promise.resolve(window.llmlabLive);
+    if (!L._liveLoading) {
+      L._liveLoading = new Promise(function (resolve, reject) {
+        var tag = L.el('script', {src: staticRoot + 'live/llmlab-live.js'});
+        tag.onload = function () { resolve(window.llmlabLive); };
+        tag.onerror = function () {
+          L._liveLoading = null;
+          reject(new Error('Could not load ' + tag.src + ': the live model ships with the built book only.'));
+        };
+        document.head.appendChild(tag);
+      });
+    }
+    return L._liveLoading;
+  };
+  L.mount = function (root, kind, data) {
+    var view = L.views[kind], staticRoot = data.live ? L.staticRoot() : null;
+    if (!staticRoot || !L.liveData[kind]) { view(root, data); return; }
+    L.clear(root);
+    var bar = L.el('div', {'class': 'llmlab-live'});
+    var input = L.el('input', {type: 'text', 'class': 'llmlab-live-prompt', 'data-name': 'live-prompt',
+      'aria-label': 'your prompt for the live model', placeholder: 'Type a prompt, English or Chinese'});
+    input.value = data.live.prompt || '';
+    var run = L.el('button', {type: 'button', 'data-action': 'run-live'}, 'Run live');
+    var back = L.el('button', {type: 'button', 'data-action': 'show-book'}, "back to the book's view");
+    back.hidden = true;
+    var status = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
+      'Type any prompt and press "Run live": SmolLM2-135M runs in this page (the first run loads about 120 MB).');
+    bar.appendChild(input);
+    bar.appendChild(run);
+    bar.appendChild(back);
+    bar.appendChild(status);
+    var inner = L.el('div', {'class': 'llmlab-live-view'});
+    root.appendChild(bar);
+    root.appendChild(inner);
+    view(inner, data);
+    function progress(e) {
+      var d = e.detail;
+      if (d.status === 'loading') status.textContent = 'Loading the model: ' + Math.round(d.loaded / 1e6) + ' of ' + Math.round(d.total / 1e6) + ' MB';
+      else if (d.status === 'starting') status.textContent = 'Starting the model (WebAssembly, one thread) ...';
+    }
+    function go() {
+      var prompt = input.value;
+      run.disabled = true;
+      status.textContent = 'Running ...';
+      window.addEventListener('llmlab-live', progress);
+      L.loadLive(staticRoot).then(function (live) { return live.run(prompt); }).then(function (r) {
+        view(inner, L.liveData[kind](r, data));
+        inner.setAttribute('data-live', 'yes');
+        back.hidden = false;
+        status.textContent = 'Live: SmolLM2-135M in your browser, on your prompt (' + r.ids.length + ' tokens).';
+      }).catch(function (error) {
+        status.textContent = error.message;
+      }).then(function () {
+        run.disabled = false;
+        window.removeEventListener('llmlab-live', progress);
+      });
+    }
+    run.addEventListener('click', go);
+    input.addEventListener('keydown', function (e) { if (e.key === 'Enter') { e.preventDefault(); go(); } });
+    back.addEventListener('click', function () {
+      view(inner, data);
+      inner.removeAttribute('data-live');
+      back.hidden = true;
+      status.textContent = "The book's view, computed when the book was built.";
+    });
+  };
 })(window.llmlab);

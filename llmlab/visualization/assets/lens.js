@@ -50,3 +50,14 @@ window.llmlab.views.lens = function (root, data) {
   // open scrolled to the last layers, where the answer forms
   grid.box.scrollTop = grid.box.scrollHeight;
 };
+
+// The live model's result as this view's data: the logit lens at the last position, every layer.
+window.llmlab.liveData.lens = function (r, data) {
+  var layers = ['embed'];
+  for (var l = 0; l + 1 < r.lens.length; l++) layers.push('layer ' + l);
+  return {positions: [r.tokens[r.tokens.length - 1]], layers: layers,
+          top_tokens: r.lens.map(function (row) { return [row.map(function (c) { return c.token; })]; }),
+          top_probs: r.lens.map(function (row) { return [row.map(function (c) { return c.p; })]; }),
+          target: null, target_rank: null, target_prob: null, live: data.live,
+          title: 'SmolLM2-135M, live in your browser: what each layer predicts after the last token'};
+};

@@ -177,3 +177,23 @@ window.llmlab.views.sampling = function (root, data) {
   });
   paint();
 };
+
+// The live model's result as this view's data: the whole vocabulary is known here, so every token
+// keeps its exact logit and text (no histogram), and log-sum-exp is computed for every temperature.
+window.llmlab.liveData.sampling = function (r, data) {
+  var z = r.logits, V = z.length, n = data.candidates[0].length, order = new Array(V);
+  for (var i = 0; i < V; i++) order[i] = i;
+  order.sort(function (a, b) { return z[b] - z[a] || a - b; });
+  var sorted = order.map(function (i) { return z[i]; }), names = order.map(function (i) { return window.llmlabLive.token(i); });
+  var lse = [], steps = Math.round((data.t_max || 2.5) / (data.t_step || 0.05));
+  for (var g = 1; g <= steps; g++) {
+    var T = g * (data.t_step || 0.05), peak = sorted[0] / T, s = 0;
+    for (var k = 0; k < V; k++) s += Math.exp(sorted[k] / T - peak);
+    lse.push(peak + Math.log(s));
+  }
+  return {prompts: [r.prompt], candidates: [names.slice(0, n)], logits: [sorted.slice(0, n)],
+          temperature: data.temperature, top_k: data.top_k, top_p: data.top_p, t_step: data.t_step, t_max: data.t_max,
+          tails: [{vocab: V, hist_top: 0, hist_width: 1, hist_counts: [], lse: lse}],
+          extra: [{tokens: names.slice(n), logits: sorted.slice(n)}], live: data.live,
+          title: 'SmolLM2-135M, live in your browser: the next token after your prompt'};
+};

@@ -53,3 +53,10 @@ window.llmlab.views.tokens = function (root, data) {
     button.textContent = showing ? 'hide ids' : 'show ids';
   });
 };
+
+// The live model's result as this view's data: SmolLM2's tokens of the reader's text.
+window.llmlab.liveData.tokens = function (r, data) {
+  return {rows: [{name: 'SmolLM2-135M (live, your text)', tokens: r.ids.map(function (id, k) {
+    return {text: r.tokens[k], id: id, bytes: null};
+  })}], live: data.live};
+};
