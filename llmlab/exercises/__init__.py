@@ -8,10 +8,12 @@ In a chapter, the learner writes a function and runs
 
 `check` calls the function on hidden cases, compares with llmlab's own implementation, shows the
 result (HTML in Jupyter, text elsewhere) and returns a CheckResult (`.passed`, `.status`,
-`.message`). It never raises because of the learner's code. The exercise list is in registry.py;
-The instructor's side (`llmlab assign`, `llmlab grade`) is the package llmlab.grading. Under
-`llmlab grade`, check() also hands the function to the grader (SUBMITTED), which runs the same
-checks itself.
+`.message`). It never raises because of the learner's code. The exercise list is in registry.py.
+
+The instructor's side (`llmlab assign`, `llmlab grade`) is the package llmlab.grading, which builds
+on this one (nothing here imports from it). Under `llmlab grade`, check() also hands the function to
+the grader (SUBMITTED), which runs the same checks itself, counting partial credit
+(run_check(..., partial=True)).
 """
 from __future__ import annotations
 
