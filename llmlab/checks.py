@@ -182,7 +182,7 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
         _check_tokenizer(tokenizer)
         prompt = list(tokenizer.encode(prompt))
     if isinstance(prompt, (list, tuple)):
-        if prompt and all(isinstance(p, str) for p in prompt):
+        if is_texts(prompt):
             raise TypeError("as_ids takes one prompt; for a list of texts use ids, mask = tokenizer.encode_batch(texts).")
         rows = prompt if len(prompt) and isinstance(prompt[0], (list, tuple, torch.Tensor)) else [prompt]
         if len({len(row) for row in rows}) > 1:
@@ -194,6 +194,16 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
     if prompt.dim() == 1:
         prompt = prompt[None]  # (1, T)
     return check_ids(prompt, model)
+
+
+def is_texts(prompt) -> bool:
+    """A list (or tuple) of texts: several prompts, which inspection functions run as one padded batch."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and all(isinstance(p, str) for p in prompt)
+
+
+def is_batch(prompt, ids: torch.Tensor) -> bool:
+    """Several prompts: a list of texts, or ids with more than one row. Then results come one per prompt."""
+    return is_texts(prompt) or ids.shape[0] > 1
 
 
 def pad_id_of(tokenizer) -> int:
@@ -212,7 +222,7 @@ def as_batch(model, tokenizer, prompt, attention_mask=None):
     A list of texts is encoded and padded on the left (so position -1 is every row's last real token);
     ids come with the caller's attention_mask, if any. The mask is None when no row is padded.
     """
-    if isinstance(prompt, (list, tuple)) and prompt and all(isinstance(p, str) for p in prompt):
+    if is_texts(prompt):
         _check_tokenizer(tokenizer, "A list of texts")
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids; for a list of texts llmlab builds it.")
@@ -237,7 +247,7 @@ def prompt_rows(model, tokenizer, prompt, attention_mask=None):
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     B, T = ids.shape
     rows = [ids[r:r + 1, real_positions(attention_mask, r, T)] for r in range(B)]  # each (1, T_r)
-    several = B > 1 or (isinstance(prompt, (list, tuple)) and bool(prompt) and isinstance(prompt[0], str))
+    several = is_batch(prompt, ids)
     return rows, several
 
 

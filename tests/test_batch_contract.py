@@ -149,6 +149,13 @@ def test_neurons_similarity_steering_and_patchscope_of_a_batch(model):
                                         for t in TEXTS]
 
 
+def test_a_list_of_one_text_is_a_batch_of_one(model):
+    assert capture(model, TOK, ["the cat"])[1].tokens == [list("the cat")]
+    assert capture(model, TOK, "the cat")[1].tokens == list("the cat")
+    assert isinstance(logit_lens(model, TOK, ["the cat"]), list) and not isinstance(logit_lens(model, TOK, "the cat"), list)
+    assert isinstance(causal_trace(model, TOK, ["the cat"], 5, noise_positions=[0], layers=[0]), list)
+
+
 def test_padded_ids_with_their_mask_equal_a_list_of_texts(model):
     ids, mask = llmlab.tokenization.pad_left([TOK.encode(t) for t in TEXTS], pad_id=7)
     from_texts = logit_lens(model, TOK, TEXTS, k=2)

@@ -31,7 +31,7 @@ import re
 import torch
 
 from llmlab.attention import Attention
-from llmlab.checks import as_batch, check_int, real_positions, resolve_layer, resolve_position
+from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_layer, resolve_position
 from llmlab.hooks import HookPoint, hook_name
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
@@ -285,6 +285,6 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     tokens = None
     if tokenizer is not None:
         rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]
-        tokens = rows[0] if B == 1 else rows
+        tokens = rows if is_batch(prompt, ids) else rows[0]
     mask = torch.ones(B, T, dtype=torch.bool, device=ids.device) if attention_mask is None else attention_mask
     return logits, ActivationCache(store, model.config, keep, tokens, mask)

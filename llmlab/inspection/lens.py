@@ -20,7 +20,7 @@ import dataclasses
 
 import torch
 
-from llmlab.checks import as_batch, check_int, real_positions, resolve_position, token_id
+from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_position, token_id
 from llmlab.inspection.capture import capture, token_strings
 
 
@@ -87,8 +87,7 @@ def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = 
     resid = cache.accumulated_resid()  # (L+1, B, T, d)
     lenses = [_lens_of_row(model, tokenizer, ids[r], resid[:, r], real_positions(attention_mask, r, ids.shape[1]),
                            k, target_id, positions) for r in range(ids.shape[0])]
-    one_prompt = ids.shape[0] == 1 and not (isinstance(prompt, (list, tuple)) and isinstance(prompt[0], str))
-    return lenses[0] if one_prompt else lenses
+    return lenses if is_batch(prompt, ids) else lenses[0]
 
 
 def _lens_of_row(model, tokenizer, ids, resid, real: list[int], k: int, target_id, positions) -> LensResult:

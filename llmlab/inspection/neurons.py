@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from llmlab.checks import as_batch, check_int, real_positions, resolve_layer
+from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_layer
 from llmlab.hooks import hook_name
 from llmlab.inspection.capture import capture, token_strings
 
@@ -31,7 +31,7 @@ def neuron_activations(model, tokenizer, text, layer: int, neuron: int, attentio
     for row in range(ids.shape[0]):
         real = real_positions(attention_mask, row, ids.shape[1])
         pairs.append((token_strings(tokenizer, ids[row, real]), cache[name][row, real, neuron].float().cpu()))  # (T_r,)
-    return pairs if isinstance(text, (list, tuple)) and isinstance(text[0], str) or len(pairs) > 1 else pairs[0]
+    return pairs if is_batch(text, ids) else pairs[0]
 
 
 def top_activating_tokens(model, tokenizer, texts: list[str], layer: int, neuron: int, k: int = 10,

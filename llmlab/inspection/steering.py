@@ -14,7 +14,7 @@ import contextlib
 
 import torch
 
-from llmlab.checks import as_batch, check_number, check_vector, real_positions, resolve_layer, resolve_position
+from llmlab.checks import as_batch, check_number, is_batch, check_vector, real_positions, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
 from llmlab.inspection.capture import capture, hooks
 
@@ -72,4 +72,4 @@ def generate_steered(model, tokenizer, prompt, vector: torch.Tensor, layer: int,
         out = generate(model, ids, max_new_tokens=max_new_tokens, attention_mask=attention_mask,
                        **generate_kwargs)  # (B, T + new)
     texts = [tokenizer.decode(row[ids.shape[1]:].tolist()) for row in out]
-    return texts if isinstance(prompt, (list, tuple)) and isinstance(prompt[0], str) else texts[0]
+    return texts if is_batch(prompt, ids) else texts[0]
