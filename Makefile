@@ -1,5 +1,6 @@
 # The two commands of this project (see README.md):
 #   make book   set everything up from nothing and build the HTML book (_build/html)
+#               (LLMLAB_BOOK_BUILD=1: the live explorers, which need a kernel, show a note instead)
 #   make test   the same set-up, then the whole test suite (which also checks the built book)
 PYTHON ?= python3
 VENV := .venv
@@ -16,7 +17,7 @@ export OMP_WAIT_POLICY
 .PHONY: book test env models fonts figures glossary live browser benchmarks clean
 
 book: env models fonts figures glossary live
-	$(VENV)/bin/jupyter-book build --all -W --keep-going .
+	LLMLAB_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 
 test: book browser

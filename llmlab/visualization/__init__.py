@@ -8,9 +8,11 @@ from llmlab.visualization.attention_views import AttentionView, MaskView, mask_v
 from llmlab.visualization.sampling_views import SamplingView
 from llmlab.visualization.table_views import LensView, SimilarityView
 from llmlab.visualization.token_views import BPEMergeView, TokensView
-from llmlab.visualization.widgets import attention_explorer, lens_explorer, sampling_explorer, tokenizer_explorer
+from llmlab.visualization.widgets import (
+    attention_explorer, lens_explorer, sampling_explorer, similarity_explorer, tokenizer_explorer,
+)
 
 __all__ = ["View", "save_page", "AttentionView", "BPEMergeView", "LensView", "MaskView", "SamplingView",
            "SimilarityView", "TokensView", "mask_view", "plot_attention", "plot_lens", "plot_similarity",
-           "attention_explorer", "lens_explorer", "sampling_explorer", "tokenizer_explorer", "show_token",
+           "attention_explorer", "lens_explorer", "sampling_explorer", "similarity_explorer", "tokenizer_explorer", "show_token",
            "show_token_ids"]

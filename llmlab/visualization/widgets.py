@@ -10,9 +10,17 @@ Hovering a cell shows its value through the cell's tooltip.
 
 `models` may be one (model, tokenizer) pair, a dict name -> (model, tokenizer), or a dict
 name -> a name for llmlab.load (loaded the first time it is picked).
+
+Without a kernel there is nothing to redraw the widgets: when the book is built (`make book` sets
+LLMLAB_BOOK_BUILD=1), every explorer returns a short note instead (`KernelNote`) that says how to run
+it, and the page's own views offer the "Run live" box. Works with ipywidgets 7.x and 8.x.
 """
 from __future__ import annotations
 
+import html
+import os
+
+import numpy as np
 import torch
 
 from llmlab.visualization.attention_views import AttentionView
@@ -20,6 +28,26 @@ from llmlab.visualization.html import read_asset
 from llmlab.visualization.sampling_views import SamplingView
 from llmlab.visualization.table_views import LensView
 from llmlab.visualization.token_views import TokensView
+
+
+class KernelNote:
+    """What an explorer shows in the built book, where no Python kernel runs: how to run it."""
+
+    def __init__(self, call: str):
+        self.call = call
+
+    def _repr_html_(self) -> str:
+        return (f'<div class="llmlab-kernel-note" style="border-left:3px solid #9ab;padding:4px 10px;margin:6px 0;'
+                f'background:#f6fafd;font-size:0.92em">This explorer (<code>{html.escape(self.call)}</code>) needs a '
+                f"running Python kernel: open this chapter in Colab or Jupyter to use it. On this page, the views "
+                f"have a <b>Run live</b> box that runs SmolLM2-135M in your browser.</div>")
+
+    def __repr__(self) -> str:
+        return f"{self.call}: needs a running Python kernel (open the chapter in Colab or Jupyter)."
+
+
+def _in_book_build() -> bool:
+    return os.environ.get("LLMLAB_BOOK_BUILD") == "1"
 
 
 def _page(inner: str) -> str:
@@ -63,6 +91,8 @@ def _widgets():
 def attention_explorer(models, prompt: str = "The cat sat on the mat because it was tired.", layer: int = 0,
                        head: int = 0):
     """Prompt box, model/layer/head pickers, and the attention map of the chosen head."""
+    if _in_book_build():
+        return KernelNote("attention_explorer")
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -99,6 +129,8 @@ def attention_explorer(models, prompt: str = "The cat sat on the mat because it 
 def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", target: str | None = None,
                   k: int = 5):
     """Prompt box, optional target token, model picker, and the logit-lens table (hover cells for top-k)."""
+    if _in_book_build():
+        return KernelNote("lens_explorer")
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -122,6 +154,8 @@ def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", ta
 
 def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into pieces: unbelievable, 天气很好!"):
     """Text box and each tokenizer's pieces, coloured, with ids as tooltips."""
+    if _in_book_build():
+        return KernelNote("tokenizer_explorer")
     W = _widgets()
     box = W.Textarea(value=text, description="text", continuous_update=True, layout=W.Layout(width="70%"))
     out = W.HTML()
@@ -136,6 +170,8 @@ def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into
 
 def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: int = 15):
     """Prompt box and temperature / top-k / top-p sliders over the model's next-token distribution."""
+    if _in_book_build():
+        return KernelNote("sampling_explorer")
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -161,3 +197,119 @@ def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: 
         control.observe(refresh, names="value")
     refresh()
     return W.VBox([text, model_pick, W.HBox([temperature, top_k, top_p]), out])
+
+
+# ------------------------------------------------------------------ representation similarity
+
+def _position(tokenizer, ids: list, token, prompt: str) -> int:
+    """A token given as its text (the last occurrence in the prompt) or as a position (negative from the end)."""
+    if isinstance(token, str):
+        texts = [tokenizer.decode([i]) for i in ids]
+        hits = [k for k, t in enumerate(texts) if t == token]
+        if not hits:
+            raise ValueError(f"{token!r} is not one of the tokens of {prompt!r}, which are {texts}. Give one of "
+                             f"those (spaces count: ' bank' is not 'bank') or a position such as -1.")
+        return hits[-1]
+    if isinstance(token, bool) or not isinstance(token, int) or not -len(ids) <= token < len(ids):
+        raise ValueError(f"token position {token!r} is outside the {len(ids)} tokens of {prompt!r}; use 0 to "
+                         f"{len(ids) - 1} or -1 for the last.")
+    return token % len(ids)
+
+
+def token_similarity(model, tokenizer, prompt_a: str, prompt_b: str, token_a=-1, token_b=-1) -> dict:
+    """Cosine similarity of one token of each prompt, in the residual stream after the embedding and
+    after every block, next to the anisotropy baseline: the cosine of unrelated token pairs (every
+    token of prompt a with every token of prompt b, leaving out the first position of each, whose
+    huge-norm "sink" vector is unlike all others, and the two chosen tokens).
+
+    Returns {"layers": ["embed", "block 0", ...], "pair": (L+1,), "baseline": (L+1,) mean,
+    "low"/"high": (L+1,) 5th and 95th percentiles of the baseline pairs, "tokens": the two chosen tokens}.
+    """
+    from llmlab.inspection.capture import capture
+    from llmlab.inspection.similarity import cosine_matrix
+
+    streams, chosen = [], []
+    for prompt, token in ((prompt_a, token_a), (prompt_b, token_b)):
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError(f"prompts must be non-empty strings; got {prompt!r}.")
+        ids = tokenizer.encode(prompt)
+        chosen.append(_position(tokenizer, ids, token, prompt))
+        _, cache = capture(model, tokenizer, prompt, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
+        streams.append(cache.accumulated_resid()[:, 0].float().cpu())     # (L+1, T, d)
+    (a, b), (i, j) = streams, chosen
+    pair, mean, low, high = [], [], [], []
+    for layer in range(a.shape[0]):
+        sims = cosine_matrix(a[layer], b[layer])                          # (Ta, Tb)
+        pair.append(float(sims[i, j]))
+        rows = [r for r in range(1, a.shape[1]) if r != i]
+        cols = [c for c in range(1, b.shape[1]) if c != j]
+        others = sims[rows][:, cols].flatten().numpy() if rows and cols else np.array([np.nan])
+        mean.append(float(np.mean(others)))
+        low.append(float(np.percentile(others, 5)))
+        high.append(float(np.percentile(others, 95)))
+    tokens = [tokenizer.decode([tokenizer.encode(p)[k]]) for p, k in ((prompt_a, i), (prompt_b, j))]
+    labels = ["embed"] + [f"block {l}" for l in range(a.shape[0] - 1)]
+    return {"layers": labels, "pair": pair, "baseline": mean, "low": low, "high": high, "tokens": tokens}
+
+
+def similarity_svg(result: dict, width: int = 560, height: int = 240) -> str:
+    """The per-layer similarity as an inline SVG line chart (the pair, the baseline and its 5-95% band)."""
+    from llmlab.visualization.display import show_token
+
+    n = len(result["layers"])
+    left, right, top, bottom = 44, 10, 12, 34
+    lo = min(-0.2, min(result["low"]), min(result["pair"]))
+    x = lambda k: left + (width - left - right) * k / max(n - 1, 1)            # noqa: E731
+    y = lambda v: top + (height - top - bottom) * (1 - (v - lo) / (1 - lo))   # noqa: E731
+    line = lambda values: " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in enumerate(values))  # noqa: E731
+    band = line(result["high"]) + " " + " ".join(f"{x(k):.1f},{y(v):.1f}" for k, v in reversed(list(enumerate(result["low"]))))
+    ticks = "".join(f'<line x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#eee"/>'
+                    f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10">{v:g}</text>'
+                    for v in (0.0, 0.5, 1.0) if v >= lo)
+    xt = "".join(f'<text x="{x(k):.1f}" y="{height - bottom + 14}" text-anchor="middle" font-size="10">'
+                 f'{"emb" if k == 0 else k - 1}</text>' for k in range(0, n, max(1, n // 10)))
+    a, b = (html.escape(show_token(t)) for t in result["tokens"])
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+            f'aria-label="cosine similarity of {a} and {b} at every layer, and the baseline of unrelated pairs">'
+            f'{ticks}<polygon points="{band}" fill="#bbb" fill-opacity="0.35"/>'
+            f'<polyline points="{line(result["baseline"])}" fill="none" stroke="#777" stroke-dasharray="4 3"/>'
+            f'<polyline points="{line(result["pair"])}" fill="none" stroke="#1f77b4" stroke-width="2"/>{xt}'
+            f'<text x="{(left + width) / 2}" y="{height - 4}" text-anchor="middle" font-size="11">'
+            f'block (emb = after the embedding)</text></svg>'
+            f'<div style="font-size:12px"><span style="color:#1f77b4">━</span> "{a}" (prompt a) vs "{b}" (prompt b) '
+            f'&nbsp; <span style="color:#777">┅</span> baseline: unrelated token pairs of the two prompts '
+            f'(mean; band: 5th-95th percentile)</div>')
+
+
+def similarity_explorer(models, prompt_a: str = "I sat on the bank of the river.",
+                        prompt_b: str = "I paid the cash into the bank.", token_a=" bank", token_b=" bank"):
+    """Two prompts, one token of each: their cosine similarity at every layer, next to the anisotropy
+    baseline (how similar unrelated tokens already are at that layer). A token is given as its text
+    (" bank", the last occurrence) or as a position (-1 = the last token)."""
+    if _in_book_build():
+        return KernelNote("similarity_explorer")
+    W = _widgets()
+    models = Models(models)
+    box_a = W.Text(value=prompt_a, description="prompt a", continuous_update=False, layout=W.Layout(width="60%"))
+    box_b = W.Text(value=prompt_b, description="prompt b", continuous_update=False, layout=W.Layout(width="60%"))
+    pick_a = W.Text(value=str(token_a), description="token a", continuous_update=False)
+    pick_b = W.Text(value=str(token_b), description="token b", continuous_update=False)
+    model_pick = W.Dropdown(options=models.names, description="model")
+    out = W.HTML()
+
+    def token_of(text: str):
+        return int(text) if text.strip().lstrip("-").isdigit() else text
+
+    def refresh(change=None):
+        model, tokenizer = models.get(model_pick.value)
+        try:
+            result = token_similarity(model, tokenizer, box_a.value, box_b.value, token_of(pick_a.value),
+                                      token_of(pick_b.value))
+            out.value = _page(similarity_svg(result))
+        except ValueError as error:
+            out.value = _page(f"<b>{html.escape(str(error))}</b>")
+
+    for control in (box_a, box_b, pick_a, pick_b, model_pick):
+        control.observe(refresh, names="value")
+    refresh()
+    return W.VBox([box_a, box_b, W.HBox([pick_a, pick_b, model_pick]), out])
