@@ -185,3 +185,20 @@ def test_chapter9_generation_loop_with_a_greedy_pick_equals_llmlab_generate():
     with torch.no_grad():
         generate_with(lambda logits, so_far: widths.append(so_far.shape[1]) or logits.argmax(-1), texts, n_new=3)
     assert widths == [6, 7, 8]
+
+
+def test_chapter8_greedy_loop_with_the_assembled_model_matches_generate():
+    """The chapter's payoff, on a tiny model: a greedy loop around assembled_model (the whole text rerun
+    at every step, no cache) writes the same tokens as llmlab.generate (KV cache)."""
+    assembled_model, = inline_functions(CHAPTERS[8], "rms_norm", "rope_tables", "rotate", "attention", "swiglu",
+                                        "assembled_model")[-1:]
+    cfg, model = tiny_llama()
+    weights = {k: v for k, v in model.state_dict().items()}
+    sequence = torch.randint(0, cfg.vocab_size, (1, 4), generator=torch.Generator().manual_seed(4))
+    prompt = sequence.clone()
+    with torch.no_grad():
+        for _ in range(6):
+            next_id = assembled_model(sequence, weights, cfg)[0, -1].argmax().view(1, 1)
+            sequence = torch.cat([sequence, next_id], dim=1)
+        reference = llmlab.generate(model, prompt, max_new_tokens=6)
+    assert torch.equal(reference, sequence)
