@@ -358,6 +358,25 @@ def test_chapter_12_name_counting_functions():
     assert right([good, bad]) == (5, 6)
 
 
+def test_chapter_12_find_plateau_on_a_known_curve():
+    import numpy as np
+    find_plateau = chapter_function("12", "find_plateau", np=np)
+    steps = np.arange(0, 110, 10)
+    #        fast drop  | flat for 40 steps (30..70)   | second drop
+    val = np.array([4.0, 2.5, 1.5, 1.0, 0.99, 0.98, 0.985, 0.975, 0.5, 0.3, 0.3])
+    start, end, level = find_plateau(steps, val)
+    assert (start, end) == (30, 70)
+    assert abs(level - val[3:8].mean()) < 1e-9
+    # a curve that never stalls above its final value has no plateau of any length
+    start, end, _ = find_plateau(steps, np.linspace(4.0, 0.3, len(steps)))
+    assert start == end
+
+
+def test_chapter_12_ngram_answer_is_computed_not_typed():
+    prose = "\n".join(cells(CHAPTERS["12"], "markdown"))
+    assert "n = 30" not in prose and "{glue:text}`ngram_n`" in prose
+
+
 def test_chapter_13_prints_no_generator():
     first_code = cells(CHAPTERS["13"])[1]
     last_line = first_code.strip().splitlines()[-1]
