@@ -620,6 +620,66 @@ WRONG += [("dequantize_q4_1", q4_1_interleaved, ["interleaved"]),
           ("quantize_int8_rows", int8_by_128, ["127"])]
 
 
+# Chapter 15's build-it exercises: causal tracing (one restored state) and direct logit attribution.
+def _restore_one(model, ids, subject, layer, position, answer, noise, point="resid_post", every=False,
+                 noisy=True, logit=False):
+    from llmlab.inspection import capture, hook_name, hooks
+    name = hook_name(layer, point)
+    _, clean = capture(model, None, ids, names=[name])
+
+    def add_noise(x):
+        x = x.clone()
+        x[:, subject] += noise
+        return x
+
+    def restore(x):
+        x = x.clone()
+        where = slice(None) if every else position
+        x[:, where] = clean[name][:, where]
+        return x
+    fns = {name: restore, **({"hook_embed": add_noise} if noisy else {})}
+    with torch.no_grad(), hooks(model, fns):
+        last = model(ids)[0, -1]
+    return last[answer] if logit else torch.softmax(last, -1)[answer]
+
+
+def restore_one(model, ids, subject, layer, position, answer, noise):
+    return _restore_one(model, ids, subject, layer, position, answer, noise)
+
+
+def restore_one_pre(model, ids, subject, layer, position, answer, noise):
+    return _restore_one(model, ids, subject, layer, position, answer, noise, point="resid_pre")
+
+
+def restore_one_every_position(model, ids, subject, layer, position, answer, noise):
+    return _restore_one(model, ids, subject, layer, position, answer, noise, every=True)
+
+
+def restore_one_logit(model, ids, subject, layer, position, answer, noise):
+    return _restore_one(model, ids, subject, layer, position, answer, noise, logit=True)
+
+
+def logit_shares(parts, norm_weight, eps, unembed_row):
+    h = parts.sum(0)
+    return (parts * torch.rsqrt(h.pow(2).mean() + eps) * norm_weight) @ unembed_row
+
+
+def logit_shares_own_rms(parts, norm_weight, eps, unembed_row):
+    return (parts * torch.rsqrt(parts.pow(2).mean(-1, keepdim=True) + eps) * norm_weight) @ unembed_row
+
+
+def logit_shares_no_weight(parts, norm_weight, eps, unembed_row):
+    h = parts.sum(0)
+    return (parts * torch.rsqrt(h.pow(2).mean() + eps)) @ unembed_row
+
+
+RIGHT.update({"restore_one": restore_one, "logit_shares": logit_shares})
+WRONG += [("restore_one", restore_one_pre, ["ENTERS block"]),
+          ("restore_one", restore_one_every_position, ["every position"]),
+          ("restore_one", restore_one_logit, ["logit"]),
+          ("logit_shares", logit_shares_own_rms, ["its OWN rms"]),
+          ("logit_shares", logit_shares_no_weight, ["norm_weight"])]
+
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]
     assert len(ids) == len(set(ids)), "duplicate exercise ids"

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from llmlab.exercises import (checks_attention as attn, checks_blocks as blocks, checks_generation as gen,
-                              checks_inspection as lens, checks_positions as pos, checks_tokens as tok,
+                              checks_inspection as lens, checks_interp as interp, checks_positions as pos,
+                              checks_tokens as tok,
                               checks_quant as quant, checks_training as train)
 
 
@@ -53,6 +54,8 @@ EXERCISES = [
     Exercise("cross_attention", 13, "Cross-attention", "cross_attention(x, memory, w_q, w_k, w_v)", attn.check_cross_attention),
     Exercise("linear_cka", 14, "Linear CKA between two representations", "linear_cka(x, y)", lens.check_linear_cka),
     Exercise("logit_lens", 15, "The logit lens", "logit_lens(resid, final_norm, unembed)", lens.check_logit_lens),
+    Exercise("restore_one", 15, "Causal tracing: noise the subject, restore one state", "restore_one(model, ids, subject, layer, position, answer, noise)", interp.check_restore_one),
+    Exercise("logit_shares", 15, "Direct logit attribution with the final norm's scale frozen", "logit_shares(parts, norm_weight, eps, unembed_row)", interp.check_logit_shares),
     Exercise("steering_vector", 16, "A steering vector", "steering_vector(acts_pos, acts_neg)", lens.check_steering_vector),
 ]
 
