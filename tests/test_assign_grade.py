@@ -1000,17 +1000,20 @@ def test_shards_of_a_class_merge_into_the_whole_class(tmp_path, capsys):
     (subs / "ann" / "old.ipynb").write_text("older, not a notebook either")
     os.utime(subs / "ann" / "old.ipynb", (1000, 1000))
     (tmp_path / "roster.csv").write_text("student,name\n" + "".join(f"{s},{s.title()}\n" for s in
-                                         ["ann", "ben", "cat", "dov", "eve", "fay", "gus", "hal"]))
+                                         ["hal", "ben", "cat", "dov", "eve", "ann", "gus"]))   # no fay
     for k in (1, 2):
         assert main(["grade", str(subs), "--out", str(tmp_path / f"shard{k}"), "--expected", "softmax,rms_norm",
                      "--points", "rms_norm=2", "--roster", str(tmp_path / "roster.csv"), "--shard", f"{k}/2",
                      "--jobs", "1"]) == 0
     printed = capsys.readouterr().out
-    assert "superseded: ann/old.ipynb" in printed
+    assert "superseded: ann/old.ipynb" in printed and "not on the roster: fay/lesson.ipynb" in printed
     assert main(["merge", str(tmp_path / "shard1"), str(tmp_path / "shard2"), "--out", str(tmp_path / "all")]) == 0
     book = read_csv(tmp_path / "all" / "gradebook.csv")
-    assert [r[0] for r in book[1:]] == ["ann", "ben", "cat", "dov", "eve", "fay", "gus", "hal"]
-    assert {r[0]: r[2] for r in book[1:]}["gus"] == "missing" and all(r[-1] == "3" for r in book[1:])
+    assert [r[0] for r in book[1:]] == ["hal", "ben", "cat", "dov", "eve", "ann", "gus", "fay"]   # the roster's order
+    status = {r[0]: r[2] for r in book[1:]}
+    assert (status["gus"], status["hal"], status["fay"], status["ann"]) == ("missing", "missing", "not on roster",
+                                                                           "submitted")
+    assert all(r[-1] == "3" for r in book[1:])
     parts = [read_csv(tmp_path / f"shard{k}" / "gradebook.csv")[1:] for k in (1, 2)]
     assert parts[0] and parts[1] and len(parts[0]) + len(parts[1]) == 8
     assert main(["grade", str(subs), "--out", str(tmp_path / "x"), "--expected", "softmax", "--shard", "3/2"]) == 2

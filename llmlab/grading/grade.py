@@ -297,6 +297,8 @@ def class_rows(done, absent, entries, unknown, superseded, ids, worth) -> tuple[
                          "superseded": []})
     if entries is not None:
         order = {e["student"]: i for i, e in enumerate(entries)}
+        for s in students:
+            s["roster_line"] = order[s["student"]] + 2 if s["student"] in order else None   # llmlab merge keeps the order
         students.sort(key=lambda s: order.get(s["student"], len(order)))
         rank = {s["student"]: i for i, s in enumerate(students)}
         rows.sort(key=lambda r: rank[r["student"]])

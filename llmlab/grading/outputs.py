@@ -76,7 +76,8 @@ def merge(report_dirs: list, out_dir, verbose: bool = True) -> dict[str, str]:
     if len(set(keys)) != len(keys):
         raise ValueError("a student appears in two shards: these runs did not split one class.")
     out_dir = prepare_out(Path(out_dir), [])
-    run = {**first, "students": sorted(students, key=lambda s: s["student"]), "shard": None,
+    in_order = sorted(students, key=lambda s: (s.get("roster_line") is None, s.get("roster_line") or 0, s["student"]))
+    run = {**first, "students": in_order, "shard": None,
            "merged_from": [str(Path(d)) for d in report_dirs]}
     order = {s["student"]: i for i, s in enumerate(run["students"])}
     rows.sort(key=lambda r: (order[r["student"]], first["exercises"].index(r["exercise"])))
