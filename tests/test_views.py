@@ -634,3 +634,97 @@ def test_every_view_is_importable_from_the_package_and_its_own_module():
     for name, home in homes.items():
         assert getattr(home, name).__module__ == home.__name__, name
         assert name in package.__all__ and getattr(package, name) is getattr(home, name), name
+
+# ------------------------------------------------------------------ defects a careful reader found
+
+def test_sampling_view_never_shows_a_probability_above_one_and_clears_stale_samples(tmp_path):
+    from llmlab.visualization import SamplingView
+
+    rng = np.random.default_rng(0)
+    logits = torch.tensor(rng.normal(0, 3, (1, 4000)), dtype=torch.float32)
+    logits[0, 7] = 12.34567                      # one clear winner: at T = 0.05 it takes ~all the mass
+    tok = CharTokenizer()
+    view = SamplingView.from_logits(["a prompt"], logits, tok, n=10, stored=50)
+    path = view.save(tmp_path / "sampling.html")
+    out = run_in_page(path, PAGE_HELPERS + """
+      var root = q('.llmlab-sampling');
+      setSlider(root, 'temperature', 0.05);
+      out.values = qa('.llmlab-bar-value', root).map(function (n) { return parseFloat(n.textContent); });
+      setSlider(root, 'temperature', 2.5);
+      window.llmlab.random = function () { return 0.999999; };   // the last rank: a token the page has no text for
+      q('button[data-action="sample"]', root).click();
+      out.samples = qa('.llmlab-sample', root).map(function (n) { return n.textContent; });
+      out.note = q('.llmlab-samples .llmlab-note', root).textContent;
+      setSlider(root, 'temperature', 1.0);
+      out.after = qa('.llmlab-sample', root).length;
+      out.afterText = q('.llmlab-samples', root).textContent;
+    """)
+    assert max(out["values"]) <= 1.0 and out["values"][0] == 1.0
+    assert all(s.startswith("rare token, rank ") for s in out["samples"]), out["samples"]
+    assert "whose text this page does not keep" in out["note"]
+    assert out["after"] == 0 and out["afterText"].startswith('Press "draw 10 samples"')
+
+
+def test_attention_thumbnails_are_labelled_with_the_layer_the_menu_names(tmp_path):
+    view = AttentionView(TOKENS, attention_weights(layers=2), layer_labels=["layer 3", "layer 29"], live=False)
+    path = view.save(tmp_path / "attention.html")
+    out = run_in_page(path, PAGE_HELPERS + """
+      var root = q('.llmlab-attention');
+      choose(qa('select', root)[2], 1);                       // thumbnails: every layer
+      out.labels = qa('.llmlab-thumb span', root).map(function (n) { return n.textContent; });
+      out.key = q('.llmlab-token-key', root).textContent;
+    """)
+    assert out["labels"][:3] == ["L3 h0", "L3 h1", "L3 mean"] and "L29 h1" in out["labels"]
+    assert "\u2423 is a space" in out["key"]
+
+
+def test_lens_note_says_when_the_target_is_never_the_top_token(tmp_path):
+    from llmlab.visualization import LensView
+
+    top_tokens = [[["a", " sea"], ["b", " sea"]]] * 2
+    probs = [[[0.6, 0.3], [0.5, 0.4]]] * 2
+    view = LensView(["x", "y"], ["embed", "layer 0"], top_tokens, probs, target=" sea",
+                    target_rank=[[1, 2], [1, 1]], live=False)
+    out = run_in_page(view.save(tmp_path / "lens.html"), PAGE_HELPERS + """
+      out.note = q('.llmlab-lens .llmlab-note').textContent;
+      out.underlined = qa('.llmlab-target').length;
+    """)
+    assert out["note"].startswith('"\u2423sea" is never the top token here (its best rank is 2)')
+    assert out["underlined"] == 0
+
+
+def test_similarity_view_centred_on_one_shows_uncapped_values(tmp_path):
+    from llmlab.visualization import SimilarityView
+
+    ratio = np.array([[1.0, 0.5], [1.73, 3.2]])
+    view = SimilarityView(ratio, ["a", "b"], center=1.0, vmin=0.5, vmax=1.5, show_values=True)
+    out = run_in_page(view.save(tmp_path / "sim.html"), PAGE_HELPERS + """
+      out.text = qa('td.llmlab-cell').map(function (n) { return n.textContent; });
+      out.bg = qa('td.llmlab-cell').map(function (n) { return n.style.background; });
+      out.legend = q('.llmlab-legend').getAttribute('aria-label');
+    """)
+    assert out["text"] == ["1.00", "0.50", "1.73", "3.20"]
+    assert out["bg"][0] == "rgba(31, 119, 180, 0)"              # 1 = no effect: no colour
+    assert out["bg"][1] == "rgb(214, 39, 40)" and out["bg"][3] == "rgb(31, 119, 180)"   # saturated, uncapped text
+    assert "from 0.5 (red) to 1.5 (blue)" in out["legend"]
+
+
+def test_readouts_grow_instead_of_cutting_wrapped_lines(tmp_path):
+    long_tokens = [f"token_with_a_long_name_{i}" for i in range(len(TOKENS))]
+    view = AttentionView(long_tokens, attention_weights(), live=False)
+    out = run_in_page(view.save(tmp_path / "narrow.html"), PAGE_HELPERS + """
+      var r = q('.llmlab-attention .llmlab-readout');
+      out.fits = r.scrollHeight <= r.clientHeight + 1;
+    """, width=420)
+    assert out["fits"]
+
+
+def test_special_tokens_without_an_underscore_and_refused_layers():
+    from llmlab.visualization import show_token
+
+    assert show_token("<filename>") == "\u27e8filename\u27e9" and show_token("<div>") == "<div>"
+    with pytest.raises(ValueError, match="layers \\[30\\] do not exist: this model has 30 layers"):
+        import llmlab
+
+        model, tok = llmlab.load("smollm2-135m")
+        AttentionView.from_model(model, tok, "Hello there", layers=[30])

@@ -266,8 +266,9 @@
       return out;
     }
     var WHITESPACE = { " ": "\u2423", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d" };
-    var KNOWN_SPECIAL = ["<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "<s>", "</s>", "<cls>", "<sep>"];
-    var SPECIAL_FORM = /^(?:<\|[A-Za-z0-9_.:-]+\|>|<[A-Za-z0-9]+_[A-Za-z0-9_]+>)$/;
+    var KNOWN_SPECIAL = ["<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "<s>", "</s>", "<cls>", "<sep>",
+                         "<filename>", "<reponame>"];            // as llmlab/visualization/display.py
+    var SPECIAL_FORM = /^(?:<\|[A-Za-z0-9_.:-]+\|>|<[A-Za-z0-9]+_[A-Za-z0-9_]+>|<unused[0-9]+>)$/;
     function show(id) {
       var text = decodeBytes(tokenBytes[id]);
       var special = specialIds.has(id) || KNOWN_SPECIAL.indexOf(text) >= 0 || SPECIAL_FORM.test(text);

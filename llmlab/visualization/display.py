@@ -30,8 +30,9 @@ WHITESPACE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u21e5", "\r": "\u240d"}
 
 # The names special tokens have in the book's tokenizers; a token string given without its
 # tokenizer is treated as special when it is one of these or looks like "<|name|>" / "<name_x>".
-KNOWN_SPECIAL = {"<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "<s>", "</s>", "<cls>", "<sep>"}
-SPECIAL_PATTERN = re.compile(r"<\|[A-Za-z0-9_.:-]+\|>|<[A-Za-z0-9]+_[A-Za-z0-9_]+>")
+KNOWN_SPECIAL = {"<bos>", "<eos>", "<pad>", "<unk>", "<mask>", "<s>", "</s>", "<cls>", "<sep>",
+                 "<filename>", "<reponame>"}   # the last two: SmolLM2's, without an underscore
+SPECIAL_PATTERN = re.compile(r"<\|[A-Za-z0-9_.:-]+\|>|<[A-Za-z0-9]+_[A-Za-z0-9_]+>|<unused[0-9]+>")
 
 
 def looks_special(token: str) -> bool:

@@ -21,8 +21,8 @@ def temperature_grid() -> np.ndarray:
 
 def _full_vocabulary(logits: np.ndarray, n: int, stored: int):
     """What the page keeps of one full logit vector: the `stored` largest logits exactly (in order), a
-    histogram of all the others, and log-sum-exp(logits / T) over the whole vocabulary for each T of the
-    temperature grid."""
+    histogram of all the others, and log-sum-exp((logits - top logit) / T) over the whole vocabulary for
+    each T of the temperature grid."""
     order = np.argsort(-logits, kind="stable")
     z = logits[order]
     E = min(len(z), max(n, stored))
@@ -36,7 +36,9 @@ def _full_vocabulary(logits: np.ndarray, n: int, stored: int):
     grid = temperature_grid()
     scaled = z[None, :] / grid[:, None]
     peak = scaled.max(axis=1, keepdims=True)
-    lse = (peak[:, 0] + np.log(np.exp(scaled - peak).sum(axis=1)))
+    # log-sum-exp relative to the top logit (peak = z_top / T), so the page's top-token weight is exactly 1
+    # and no probability it shows can exceed 1, whatever the rounding of the logits it keeps
+    lse = np.log(np.exp(scaled - peak).sum(axis=1))
     return order, z, E, {"vocab": int(len(z)), "hist_top": round(top, 6), "hist_width": BIN_WIDTH,
                          "hist_counts": counts, "lse": np.round(lse, 6).tolist()}
 

@@ -74,33 +74,45 @@ class SimilarityView(View):
 
     Values below zero switch to a diverging red/blue scale. Labels are shown as given; pass
     token_labels=True when they are tokens (then " cat" is shown "␣cat", as tokens are everywhere).
+    center: a diverging scale around this value instead (e.g. 1.0 for ratios: 1 = no effect is white,
+    above is blue, below red); vmin/vmax then only say where the colours saturate, and every value is
+    shown as it is (never capped).
     """
 
     kind = "similarity"
 
     def __init__(self, matrix, row_labels, col_labels=None, title=None, vmin=None, vmax=None,
-                 show_values: bool = False, token_labels: bool = False, legend: str = "value"):
+                 show_values: bool = False, token_labels: bool = False, legend: str = "value",
+                 center: float | None = None):
         matrix = as_array(matrix, "matrix", (2,))
         col_labels = row_labels if col_labels is None else col_labels
         if matrix.shape != (len(row_labels), len(col_labels)):
             raise ValueError(f"matrix has shape {matrix.shape} but there are {len(row_labels)} row labels "
                              f"and {len(col_labels)} column labels.")
+        if center is not None:
+            center = float(center)
+            vmin = float(matrix.min()) if vmin is None else float(vmin)
+            vmax = float(matrix.max()) if vmax is None else float(vmax)
         vmin = float(min(matrix.min(), 0.0)) if vmin is None else float(vmin)
         vmax = float(max(matrix.max(), 1e-12)) if vmax is None else float(vmax)
         label = show_token if token_labels else str
         self.matrix = matrix
         super().__init__({"matrix": to_list(matrix, 4), "rows": [label(r) for r in row_labels],
                           "cols": [label(c) for c in col_labels], "vmin": vmin, "vmax": vmax,
-                          "show_values": show_values, "legend": legend}, title)
+                          "show_values": show_values, "legend": legend, "center": center}, title)
 
     def static_html(self) -> str:
-        vmin, vmax = self.data["vmin"], self.data["vmax"]
+        vmin, vmax, center = self.data["vmin"], self.data["vmax"], self.data["center"]
         rows, cols = self.data["rows"], self.data["cols"]
         scale = max(abs(vmin), abs(vmax))
+        if center is not None:
+            span = max(abs(vmax - center), abs(vmin - center), 1e-12)
 
         def cell(i, j):
             v = float(self.matrix[i, j])
-            if vmin < 0:
+            if center is not None:
+                background, alpha = css_diverging(v - center, span), min(abs(v - center) / span, 1.0)
+            elif vmin < 0:
                 background, alpha = css_diverging(v, scale), abs(v) / scale
             else:
                 alpha = (v - vmin) / ((vmax - vmin) or 1.0)
@@ -108,5 +120,8 @@ class SimilarityView(View):
             text = f"{v:.2f}" if self.data["show_values"] else ""
             return text, background, alpha, f"{rows[i]} vs {cols[j]}: {v:.4f}"
 
-        legend = legend_html(self.data["legend"], -scale if vmin < 0 else vmin, scale if vmin < 0 else vmax, vmin < 0)
+        if center is not None:
+            legend = legend_html(self.data["legend"], center - span, center + span, True)
+        else:
+            legend = legend_html(self.data["legend"], -scale if vmin < 0 else vmin, scale if vmin < 0 else vmax, vmin < 0)
         return legend + grid_html(rows, cols, cell)

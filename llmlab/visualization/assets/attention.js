@@ -108,10 +108,15 @@ window.llmlab.views.attention = function (root, data) {
       for (var h = 0; h <= H; h++) {
         if (h === H && H === 1) continue;
         var name = h === H ? 'mean' : 'h' + h;
-        thumbnail(l, h, scope === 1 ? (NL > 1 ? 'L' + l + ' ' : '') + name : name);
+        thumbnail(l, h, scope === 1 ? (NL > 1 ? shortLayer(l) + ' ' : '') + name : name);
       }
     });
     markThumbs();
+  }
+  // "layer 29" -> "L29": the number the layer menu shows, not the thumbnail's index
+  function shortLayer(l) {
+    var m = /(\d+)\s*$/.exec(data.layers[l]);
+    return m ? 'L' + m[1] : data.layers[l];
   }
   function markThumbs() {
     thumbNodes.forEach(function (b) {
@@ -129,6 +134,8 @@ window.llmlab.views.attention = function (root, data) {
     return span;
   });
   root.appendChild(line);
+  var key = L.tokenKey(data.tokens);
+  if (key) root.appendChild(key);
   var readout = L.readout(2);
   root.appendChild(readout);
 

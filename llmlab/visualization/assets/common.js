@@ -52,11 +52,23 @@ window.llmlab.views = window.llmlab.views || {};
   L.clear = function (node) { while (node.firstChild) node.removeChild(node.firstChild); };
   L.fmt = function (n) { return Math.round(n).toLocaleString('en-US'); };
 
-  // A readout panel of a fixed number of lines: its height never changes, whatever it says.
+  // A readout panel that reserves room for its usual number of lines (so hovering does not move what
+  // is below it) and grows, rather than cutting text, when a narrow screen wraps a line.
   L.readout = function (lines, text) {
     var r = L.el('div', {'class': 'llmlab-readout', role: 'status', 'aria-live': 'polite'}, text);
-    r.style.height = (lines * 1.35 + 0.5) + 'em';
+    r.style.minHeight = (lines * 1.35 + 0.5) + 'em';
     return r;
+  };
+
+  // A one-line key to the symbols of the book's token display, for the symbols that `tokens` use.
+  L.tokenKey = function (tokens) {
+    var text = tokens.join(''), parts = [];
+    if (text.indexOf('\u2423') >= 0) parts.push('\u2423 is a space (\u2423Paris = " Paris")');
+    if (text.indexOf('\u21b5') >= 0) parts.push('\u21b5 a newline');
+    if (text.indexOf('\u21e5') >= 0) parts.push('\u21e5 a tab');
+    if (/<[0-9a-f]{2}>/.test(text)) parts.push('<e5> one byte of a character split across tokens');
+    if (text.indexOf('\u27e8') >= 0) parts.push('\u27e8\u2026\u27e9 a special token');
+    return parts.length ? L.el('div', {'class': 'llmlab-note llmlab-token-key'}, 'In tokens: ' + parts.join('; ') + '.') : null;
   };
 
   // A colour legend: opts = {label, scale: 'blue'|'diverging'|'binary', min, max, items}

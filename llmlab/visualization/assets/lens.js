@@ -12,7 +12,17 @@ window.llmlab.views.lens = function (root, data) {
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   root.appendChild(L.legend({label: 'top-1 probability', min: 0, max: 1}));
-  if (hasTarget) root.appendChild(L.el('div', {'class': 'llmlab-note'}, 'underlined: "' + data.target + '" is the top token'));
+  if (hasTarget) {
+    var best = Infinity;
+    data.target_rank.forEach(function (row) { row.forEach(function (r) { best = Math.min(best, r); }); });
+    root.appendChild(L.el('div', {'class': 'llmlab-note'}, best === 0
+      ? 'underlined: "' + data.target + '" is the top token'
+      : '"' + data.target + '" is never the top token here (its best rank is ' + (best + 1) + '); hover a cell for its rank'));
+  }
+  var tokens = [];
+  data.top_tokens.forEach(function (row) { row.forEach(function (cell) { tokens.push(cell[0]); }); });
+  var key = L.tokenKey(tokens.concat(data.positions));
+  if (key) root.appendChild(key);
   var readout = L.readout(k + 1 + (hasTarget ? 1 : 0),
     'Hover, tap or arrow to a cell to see the top tokens at that layer and position; click or Enter pins it.');
   root.appendChild(readout);

@@ -7,7 +7,8 @@
 // "all other tokens" bar is the real remaining mass, and top-k / top-p cut the real vocabulary
 // (as llmlab.sampling does: top-k first, then top-p on what is left).
 // data: {prompts, candidates: [[str]], logits: [[float]], temperature, top_k, top_p, t_step, t_max,
-//        tails: [{vocab, hist_top, hist_width, hist_counts, lse: [per grid temperature]}] | absent,
+//        tails: [{vocab, hist_top, hist_width, hist_counts,
+//                 lse: [per grid temperature T: log sum exp((z - z_top) / T) over the whole vocabulary]}] | absent,
 //        extra: [{tokens: [str], logits: [float]}] | absent}
 window.llmlab.views.sampling = function (root, data) {
   var L = window.llmlab, prompt = 0;
@@ -53,7 +54,8 @@ window.llmlab.views.sampling = function (root, data) {
     var unfiltered = k === m.vocab && state.top_p >= 1;
     var grid = Math.round(T / data.t_step);
     if (unfiltered && m.lse && Math.abs(grid * data.t_step - T) < 1e-6 && grid >= 1 && grid <= m.lse.length) {
-      total = Math.exp(m.lse[grid - 1] - z0 / T);       // exact full-vocabulary sum at this temperature
+      total = Math.exp(m.lse[grid - 1]);                 // exact full-vocabulary sum at this temperature
+      if (total < 1) total = 1;                          // (the top token's own weight is 1: no p above 1)
     }
     if (state.top_p < 1) {                               // nucleus over the top-k distribution
       var before = 0, kept = [];
@@ -85,7 +87,7 @@ window.llmlab.views.sampling = function (root, data) {
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var controls = L.el('div', {'class': 'llmlab-controls'});
   if (data.prompts.length > 1) {
-    controls.appendChild(L.labelled('prompt', L.select(data.prompts, 0, function (v) { prompt = v; paint(); })));
+    controls.appendChild(L.labelled('prompt', L.select(data.prompts, 0, function (v) { prompt = v; resetSamples(); paint(); })));
   }
   // top-k slider positions: off, 1..n, then a few larger k (the real vocabulary is cut, not the bars)
   var kValues = [0];
@@ -95,7 +97,7 @@ window.llmlab.views.sampling = function (root, data) {
     var input = L.el('input', {type: 'range', min: min, max: max, step: step, value: value, 'data-name': name,
                                'aria-label': name});
     var shown = L.el('span', {'class': 'llmlab-slider-value'});
-    input.addEventListener('input', function () { onInput(parseFloat(input.value)); paint(); });
+    input.addEventListener('input', function () { onInput(parseFloat(input.value)); resetSamples(); paint(); });
     var label = L.labelled(name, input);
     label.appendChild(shown);
     controls.appendChild(label);
@@ -111,9 +113,18 @@ window.llmlab.views.sampling = function (root, data) {
   root.appendChild(controls);
   var title = L.readout(3);
   var bars = L.el('div', {'class': 'llmlab-bars', role: 'list'});
-  var samples = L.el('div', {'class': 'llmlab-samples', 'aria-live': 'polite'},
-    'Press "draw 10 samples" to sample from the distribution as it is set now.');
+  var samples = L.el('div', {'class': 'llmlab-samples', 'aria-live': 'polite'});
+  // samples belong to the settings they were drawn with: a change of settings clears them
+  function resetSamples() {
+    L.clear(samples);
+    samples.textContent = 'Press "draw 10 samples" to sample from the distribution as it is set now.';
+  }
+  resetSamples();
   root.appendChild(title);
+  var allShown = [];
+  data.candidates.forEach(function (c) { allShown = allShown.concat(c); });
+  var key = L.tokenKey(allShown);
+  if (key) root.appendChild(key);
   root.appendChild(bars);
   root.appendChild(samples);
 
@@ -166,13 +177,15 @@ window.llmlab.views.sampling = function (root, data) {
     var outside = ranks.filter(function (r) { return r >= n; }).length;
     samples.appendChild(L.el('div', {'class': 'llmlab-note'}, '10 samples at temperature ' +
       (state.temperature <= 0 ? '0' : state.temperature.toFixed(2)) + ': ' + outside + ' of 10 from outside the ' + n +
-      ' shown' + (ranks.some(function (r) { return r >= current.m.names.length; }) ? ' (#rank: a token whose text the page does not keep)' : '')));
+      ' shown' + (ranks.some(function (r) { return r >= current.m.names.length; })
+        ? ' ("rare token, rank N": one of the ' + L.fmt(current.m.vocab - current.m.names.length) +
+          ' least likely tokens, whose text this page does not keep; "Run live" shows every token)' : '')));
     ranks.forEach(function (r) {
       var known = r < current.m.names.length;
       samples.appendChild(L.el('span', {'class': 'llmlab-sample' + (r >= n ? ' llmlab-other' : ''), 'data-rank': r,
         title: known ? 'rank ' + L.fmt(r + 1) : 'the token ranked ' + L.fmt(r + 1) + ' (the page keeps the text of the ' +
           L.fmt(current.m.names.length) + ' most likely tokens only)'},
-        known ? current.m.names[r] : '#' + L.fmt(r + 1)));
+        known ? current.m.names[r] : 'rare token, rank ' + L.fmt(r + 1)));
     });
   });
   paint();
@@ -187,9 +200,9 @@ window.llmlab.liveData.sampling = function (r, data) {
   var sorted = order.map(function (i) { return z[i]; }), names = order.map(function (i) { return window.llmlabLive.token(i); });
   var lse = [], steps = Math.round((data.t_max || 2.5) / (data.t_step || 0.05));
   for (var g = 1; g <= steps; g++) {
-    var T = g * (data.t_step || 0.05), peak = sorted[0] / T, s = 0;
-    for (var k = 0; k < V; k++) s += Math.exp(sorted[k] / T - peak);
-    lse.push(peak + Math.log(s));
+    var T = g * (data.t_step || 0.05), s = 0;
+    for (var k = 0; k < V; k++) s += Math.exp((sorted[k] - sorted[0]) / T);
+    lse.push(Math.log(s));
   }
   return {prompts: [r.prompt], candidates: [names.slice(0, n)], logits: [sorted.slice(0, n)],
           temperature: data.temperature, top_k: data.top_k, top_p: data.top_p, t_step: data.t_step, t_max: data.t_max,

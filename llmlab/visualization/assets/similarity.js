@@ -1,18 +1,21 @@
 // Similarity heatmap: a matrix with row and column labels; hover, tap or arrow to a cell for its value.
-// data: {matrix: [N][M], rows: [str], cols: [str], vmin, vmax, show_values, legend}
+// data: {matrix: [N][M], rows: [str], cols: [str], vmin, vmax, show_values, legend, center: number|null}
 window.llmlab.views.similarity = function (root, data) {
   var L = window.llmlab;
-  var diverging = data.vmin < 0, vmax = Math.max(Math.abs(data.vmin), Math.abs(data.vmax));
+  // center (optional): a diverging scale around it (1 for ratios); values are shown uncapped
+  var c = data.center === null || data.center === undefined ? 0 : data.center;
+  var diverging = data.center !== null && data.center !== undefined || data.vmin < 0;
+  var vmax = Math.max(Math.abs(data.vmin - c), Math.abs(data.vmax - c)) || 1e-12;
   function colour(v) {
-    return diverging ? L.diverging(v, vmax) : L.blue((v - data.vmin) / ((data.vmax - data.vmin) || 1));
+    return diverging ? L.diverging(v - c, vmax) : L.blue((v - data.vmin) / ((data.vmax - data.vmin) || 1));
   }
   function alpha(v) {
-    return diverging ? Math.abs(v) / (vmax || 1) : (v - data.vmin) / ((data.vmax - data.vmin) || 1);
+    return diverging ? Math.min(1, Math.abs(v - c) / vmax) : (v - data.vmin) / ((data.vmax - data.vmin) || 1);
   }
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   root.appendChild(L.legend({label: data.legend || 'value', scale: diverging ? 'diverging' : 'blue',
-    min: diverging ? -vmax : data.vmin, max: diverging ? vmax : data.vmax}));
+    min: diverging ? c - vmax : data.vmin, max: diverging ? c + vmax : data.vmax}));
   var readout = L.readout(1, 'Hover a cell to read its value.');
   root.appendChild(readout);
   var grid = L.grid({

@@ -12,6 +12,10 @@ window.llmlab.views.tokens = function (root, data) {
   var button = L.el('button', {type: 'button'}, 'show ids');
   controls.appendChild(button);
   root.appendChild(controls);
+  var all = [];
+  data.rows.forEach(function (row) { row.tokens.forEach(function (t) { all.push(t.text); }); });
+  var key = L.tokenKey(all);
+  if (key) root.appendChild(key);
   var readout = L.readout(2, 'Hover, tap or arrow to a token to see its id.');
   root.appendChild(readout);
   var idNodes = [], active = null, pinned = null;
