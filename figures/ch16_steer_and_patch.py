@@ -1,0 +1,69 @@
+"""Chapter 16 diagram: steering adds s * v to the residual stream after one block, at every position;
+a Patchscope copies one hidden state of a source prompt into a template and lets the model describe it.
+
+Run from the repository root: python figures/ch16_steer_and_patch.py
+writes figures/generated/ch16_steer_and_patch.svg
+"""
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+
+OUT = Path("figures/generated/ch16_steer_and_patch.svg")
+BLOCK, PUSH, TOKEN = "#c6dbf7", "#b9e3c6", "#eeeeee"
+
+
+def box(ax, x, y, w, h, text, colour, size=9):
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
+                                facecolor=colour, edgecolor="#555555", linewidth=1.0))
+    ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size)
+
+
+def arrow(ax, x0, y0, x1, y1, colour="#333333"):
+    ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color=colour, lw=1.3))
+
+
+def main() -> None:
+    plt.rcParams["svg.fonttype"] = "none"
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
+
+    left.set_title("steering: add a direction", fontsize=11)
+    box(left, 0.2, 0.2, 3.6, 0.5, "Yesterday my friend and I went to", TOKEN)
+    for k, name in enumerate(["blocks 0-11", "block 12", "blocks 13-29"]):
+        box(left, 0.9, 1.0 + k * 0.9, 2.2, 0.5, name, BLOCK)
+        arrow(left, 2.0, 0.7 + k * 0.9, 2.0, 1.0 + k * 0.9)
+    box(left, 0.9, 3.7, 2.2, 0.45, "' the sea.'", TOKEN)
+    arrow(left, 2.0, 3.4, 2.0, 3.7)
+    box(left, 3.6, 1.95, 1.5, 0.5, "+ s · v", PUSH, size=10)
+    arrow(left, 3.6, 2.2, 3.15, 2.2, colour="#55a868")
+    left.text(4.35, 1.6, "v = mean(sea prompts)\n   − mean(city prompts)", fontsize=8, ha="center", va="top")
+    left.set_xlim(0, 5.4)
+    left.set_ylim(0, 4.4)
+    left.axis("off")
+
+    right.set_title("Patchscope: let the model describe a state", fontsize=11)
+    box(right, 0.0, 0.2, 2.4, 0.5, "<|endoftext|> Albert Einstein", TOKEN, size=7.5)
+    box(right, 0.4, 1.1, 1.6, 0.5, "block ℓ", BLOCK)
+    arrow(right, 1.2, 0.7, 1.2, 1.1)
+    box(right, 3.0, 0.2, 2.5, 0.5, "Syria: a country ... x:", TOKEN, size=7.5)
+    box(right, 3.45, 1.1, 1.6, 0.5, "block ℓ'", BLOCK)
+    arrow(right, 4.25, 0.7, 4.25, 1.1)
+    arrow(right, 2.0, 1.45, 3.45, 1.45, colour="#c44e52")
+    right.text(2.72, 1.62, "copy the last token's state\ninto the place of x", fontsize=8, ha="center",
+               va="bottom", color="#c44e52")
+    box(right, 3.45, 2.2, 1.6, 0.5, "later blocks", BLOCK)
+    arrow(right, 4.25, 1.6, 4.25, 2.2)
+    box(right, 3.1, 3.2, 2.3, 0.5, "' a physicist ...'", TOKEN, size=8.5)
+    arrow(right, 4.25, 2.7, 4.25, 3.2)
+    right.set_xlim(0, 6)
+    right.set_ylim(0, 4.4)
+    right.axis("off")
+    save_svg(fig, OUT, bbox_inches="tight")
+
+
+if __name__ == "__main__":
+    main()
