@@ -225,6 +225,22 @@ def test_a_pattern_hook_is_allowed_where_sdpa_falls_back_to_eager():
     assert len(seen) == 1
 
 
+def test_hooks_work_on_any_module_with_hook_points():
+    """hooks() is not only for Transformer: the encoder-decoder blocks of llmlab.seq2seq run eager attention,
+    so their pattern hooks fire and are not refused."""
+    from llmlab.seq2seq import DecoderBlock
+
+    block = DecoderBlock(ModelConfig.preset("tiny-llama")).eval()
+    d = ModelConfig.preset("tiny-llama").d_model
+    x, memory = torch.randn(1, 4, d), torch.randn(1, 6, d)
+    seen = {}
+    names = {"attn.hook_pattern": "self", "cross_attn.hook_pattern": "cross"}
+    with torch.no_grad(), hooks(block, {name: lambda w, key=key: seen.__setitem__(key, w.shape)
+                                        for name, key in names.items()}):
+        block(x, memory)
+    assert seen == {"self": (1, block.attn.n_heads, 4, 4), "cross": (1, block.attn.n_heads, 4, 6)}
+
+
 def test_hook_layouts_are_read_from_the_hook_points():
     model = tiny("tiny-llama")
     layouts = {name: model.get_submodule(name).layout for name in (hook_name(0, "attn.q"), hook_name(0, "attn.z"),

@@ -212,11 +212,12 @@ def hooks(model, fns: dict, attn_impl: str | None = None):
     if attn_impl not in (None, "eager", "sdpa"):
         raise ValueError(f"attn_impl={attn_impl!r}: use 'eager' (weights pass through hook_pattern) or 'sdpa'.")
     points = {name: hook_point(model, name) for name in fns}
-    old_impl = getattr(model, "attn_impl", None)         # a Transformer's default path
+    old_impl = getattr(model, "attn_impl", None)         # a Transformer's default path (other modules: unknown,
+    #                                                      e.g. llmlab.seq2seq's blocks always run eager)
     path = attn_impl or old_impl
     for name in points:
         attention = model.get_submodule(name.rpartition(".")[0]) if name.endswith("hook_pattern") else None
-        if isinstance(attention, Attention) and path != "eager" and attention.softcap is None:
+        if isinstance(attention, Attention) and path == "sdpa" and attention.softcap is None:
             raise ValueError(f"{name!r} never fires on the {path!r} attention path (the fused kernel computes no "
                              "weights). Use hooks(model, fns, attn_impl='eager'), or capture(), which switches by itself.")
     handles = []
