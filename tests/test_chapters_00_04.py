@@ -27,3 +27,66 @@ def test_a_right_encode_reproduces_llmlab_tokenizer_chunk_by_chunk():
 def test_every_merge_once_in_learned_order_is_also_right():
     # a merge never creates a pair that was learned before it, so one sweep over the merge list works
     assert check("bpe_encode", bpe_encode_in_rank_order, quiet=True).passed
+
+
+# --- how chapters 0-4 teach: checked on the notebooks' sources (no execution) ---
+import json  # noqa: E402
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS_0_4 = sorted((ROOT / "chapters").glob("0[0-4]_*.ipynb"))
+
+
+def cells(path):
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def tags(cell):
+    return cell.get("metadata", {}).get("tags", [])
+
+
+@pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
+def test_the_idea_and_its_diagram_come_before_any_code(path):
+    before_code = []
+    for cell in cells(path):
+        if cell["cell_type"] == "code" and "colab-setup" not in tags(cell):
+            break
+        before_code.append("".join(cell["source"]))
+    text = "\n".join(before_code)
+    assert "## The idea in two minutes" in text, path.name
+    diagram = re.search(r"!\[[^\]]+\]\(\.\./figures/generated/(ch\d\d_[a-z_]+\.svg)\)", text)
+    assert diagram, f"{path.name}: no diagram before the first code cell"
+    script = ROOT / "figures" / diagram.group(1).replace(".svg", ".py")
+    assert script.exists(), f"{path.name}: {diagram.group(1)} has no script {script.name} in figures/"
+
+
+@pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
+def test_build_machinery_stays_out_of_sight(path):
+    for number, cell in enumerate(cells(path)):
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "glue(" in source:
+            assert "remove-cell" in tags(cell), f"{path.name} cell {number}: glue() in a visible cell"
+        if cell["cell_type"] == "markdown":
+            for phrase in ["seed text", "the sources", "source lecture", "hidden cell", "first version of this",
+                           "earlier version of this"]:
+                assert phrase not in source.lower(), f"{path.name} cell {number}: {phrase!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
+def test_every_exercise_check_says_why_it_passes_in_the_book(path):
+    notebook = cells(path)
+    checks = 0
+    for number, cell in enumerate(notebook):
+        if cell["cell_type"] == "code" and re.match(r"\s*(from llmlab.exercises import check\s*)?check\(",
+                                                     "".join(cell["source"])):
+            checks += 1
+            before = "".join(notebook[number - 1]["source"])
+            assert "reference solution" in before and "Passed" in before, f"{path.name} cell {number}"
+    assert checks > 0 or path.stem == "00_setup", f"{path.name}: no exercise check found"
+
+
+def test_chapter_1_defines_the_interval_label_other_chapters_link_to():
+    text = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "01_a_model_is_a_function.ipynb"))
+    assert "(sec-intervals)=" in text
