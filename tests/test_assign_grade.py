@@ -649,7 +649,16 @@ def test_answers_are_decoded_into_exact_types():
     assert wire.decode(wire.encode(Counter({(1, 2): 2}))) == {(1, 2): 2}
     assert type(wire.decode(wire.encode(np.int64(3)))) is np.int64
     assert str(wire.decode(wire.encode(float("nan")))) == "nan"
-    for bad in [{"t": "tensor", "dtype": "float32", "shape": [2], "data": ""}, {"t": "PASS!!"}, [1], {"t": "int", "v": "1"}]:
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+    model = Transformer(ModelConfig.preset("tiny-llama")).eval()
+    sent = wire.encode(model)   # a check's small model travels to the kernel, which rebuilds it exactly
+    rebuilt = wire.decode(sent, functions=True)
+    ids = torch.tensor([[1, 2, 3]])
+    assert type(rebuilt) is Transformer and not rebuilt.training and torch.equal(rebuilt(ids), model(ids))
+    for bad in [{"t": "tensor", "dtype": "float32", "shape": [2], "data": ""}, {"t": "PASS!!"}, [1], {"t": "int", "v": "1"},
+                sent]:   # the grader never builds a model from what a kernel sends
+
         with pytest.raises(wire.WireError):
             wire.decode(bad)
 

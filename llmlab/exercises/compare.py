@@ -31,6 +31,8 @@ def describe(value, name: str | None = None) -> str:
         return f"{prefix}a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)}"
     if isinstance(value, (list, tuple)) and len(value) > 16:
         return f"{prefix}a {type(value).__name__} of {len(value)} items starting {list(value[:8])}"
+    if isinstance(value, torch.nn.Module):
+        return f"{prefix}a {type(value).__name__} model"
     if callable(value) and not isinstance(value, (int, float)):
         return f"{prefix}{getattr(value, '__name__', 'a function')}"
     text = repr(value)

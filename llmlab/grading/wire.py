@@ -78,6 +78,8 @@ def encode(value, depth: int = 0):
         return {"t": "npscalar", "dtype": str(value.dtype), "v": encode(value.item(), depth + 1)}
     if isinstance(value, types.FunctionType):
         return _encode_function(value)
+    if kind.__module__ == "llmlab.model" and kind.__name__ == "Transformer":
+        return _encode_model(value, depth)
     if isinstance(value, types.ModuleType):
         return {"t": "module", "name": value.__name__}
     return {"t": "opaque", "type": f"{kind.__module__}.{kind.__qualname__}"}
@@ -107,11 +109,29 @@ def _encode_function(fn) -> dict:
             "source": textwrap.dedent(inspect.getsource(fn)), "env": env}
 
 
+def _encode_model(model, depth: int) -> dict:
+    """A small llmlab model that a check hands to the learner (e.g. causal tracing): its config and weights,
+    so the kernel can rebuild the same model."""
+    import dataclasses
+    config = {f.name: getattr(model.config, f.name) for f in dataclasses.fields(model.config)}
+    return {"t": "model", "config": encode(config, depth + 1), "attn_impl": model.attn_impl, "training": model.training,
+            "state": encode(dict(model.state_dict()), depth + 1)}
+
+
+def _decode_model(data: dict, depth: int):
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+
+    model = Transformer(ModelConfig(**decode(data["config"], depth + 1, True)), attn_impl=str(data["attn_impl"]))
+    model.load_state_dict(decode(data["state"], depth + 1, True))
+    return model.train(bool(data["training"]))
+
+
 # ---------------------------------------------------------------------------------------------- decode
 
 def decode(data, depth: int = 0, functions: bool = False):
     """The value that `data` (from encode) describes, in exact built-in types. functions=True only
-    on the kernel side, which rebuilds the grader's helper functions."""
+    on the kernel side, which rebuilds the grader's helper functions and models."""
     if depth > MAX_DEPTH or not isinstance(data, dict):
         raise WireError("malformed answer")
     kind = data.get("t")
@@ -154,6 +174,8 @@ def decode(data, depth: int = 0, functions: bool = False):
     if functions and kind == "module":
         import importlib
         return importlib.import_module(str(data["name"]))
+    if functions and kind == "model":
+        return _decode_model(data, depth)
     if functions and kind == "function":
         namespace = {name: decode(v, depth + 1, functions) for name, v in data["env"].items()}
         namespace["__builtins__"] = __builtins__
