@@ -52,7 +52,7 @@ def main() -> None:
         try:
             page = browser.open(url)
             start = time.perf_counter()
-            page.evaluate("llmlabLive.ready().then(() => 1)", timeout=600)
+            timings = page.evaluate("llmlabLive.ready().then(info => info.timings)", timeout=600)
             load_s = time.perf_counter() - start
             times = {}
             for n in LENGTHS:
@@ -73,9 +73,15 @@ def main() -> None:
 
     files = sizes()
     model = sum(b for name, b in files if name.startswith("model."))
-    print(f"live model benchmark ({'http://127.0.0.1' if args.http else 'file://'}, headless Chromium, one wasm thread)")
+    import os
+
+    print(f"live model benchmark ({'http://127.0.0.1' if args.http else 'file://'}, headless Chromium, one wasm "
+          f"thread; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"{'measure':<34}{'value':>12}")
     print(f"{'load (ready())':<34}{load_s:>10.1f} s")
+    for part, label in (("files_ms", "  reading the script files"), ("decode_ms", "  decoding them (worker)"),
+                        ("session_ms", "  onnxruntime session")):
+        print(f"{label:<34}{timings[part] / 1000:>10.1f} s")
     for n in LENGTHS:
         print(f"{f'forward pass, {n} tokens':<34}{times[n]:>10.2f} s")
     print(f"{'peak renderer memory':<34}{peak / 1e9:>10.2f} GB")

@@ -68,7 +68,9 @@
   }
 
   async function start() {
+    var t0 = performance.now();
     var manifest = await loadFiles();
+    var filesMs = performance.now() - t0;
     var F = window.llmlabLiveFiles;
     emit({ status: "starting", message: "starting onnxruntime (WebAssembly, one thread)" });
     var source = [F["ort.wasm.min.js"], "\n;\n", String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
@@ -86,11 +88,12 @@
       .map(function (f) { return { key: f.key, file: F[f.key] }; });
     var reply = await call("init", {
       mjs: F["ort-wasm-simd-threaded.mjs"], wasm: F["ort-wasm-simd-threaded.wasm"],
-      model: F["model.onnx"], data: data, tokenizer: F.tokenizer, maxTokens: manifest.max_tokens
+      model: F["model.onnx"], data: data, tokenizer: F.tokenizer, maxTokens: manifest.max_tokens,
+      nLayers: manifest.n_layers, nHeads: manifest.n_heads
     });
     manifest.files.forEach(function (f) { delete F[f.key]; });   // the worker has its own copies now
     info = { nLayers: reply.nLayers, nHeads: reply.nHeads, maxTokens: manifest.max_tokens, vocab: reply.vocab,
-             model: manifest.model };
+             model: manifest.model, timings: Object.assign({ files_ms: filesMs }, reply.timings) };
     emit({ status: "ready", message: "ready" });
     return info;
   }
@@ -318,7 +321,7 @@
     }
 
     async function init(m) {
-      var ort = self.ort;
+      var ort = self.ort, t0 = performance.now(), timings = {};
       ort.env.wasm.numThreads = 1;
       ort.env.wasm.proxy = false;
       ort.env.wasm.wasmPaths = { mjs: URL.createObjectURL(new Blob([m.mjs], { type: "text/javascript" })) };
@@ -326,14 +329,16 @@
       tokenizer = makeTokenizer(m.tokenizer);
       maxTokens = m.maxTokens;
       var externalData = m.data.map(function (d) { return { path: d.key, data: decode15(d.file) }; });
-      session = await ort.InferenceSession.create(decode15(m.model), {
+      var graph = decode15(m.model);
+      timings.decode_ms = performance.now() - t0;
+      session = await ort.InferenceSession.create(graph, {
         executionProviders: ["wasm"], graphOptimizationLevel: "all", externalData: externalData
       });
+      timings.session_ms = performance.now() - t0 - timings.decode_ms;
       vocab = [];
       for (var i = 0; i < tokenizer.size; i++) vocab.push(tokenizer.show(i));
-      var probe = await forward([1]);
-      shape = { nLayers: probe.attention.dims[0], nHeads: probe.attention.dims[1] };
-      return { nLayers: shape.nLayers, nHeads: shape.nHeads, vocab: vocab };
+      shape = { nLayers: m.nLayers, nHeads: m.nHeads };
+      return { nLayers: shape.nLayers, nHeads: shape.nHeads, vocab: vocab, timings: timings };
     }
 
     function forward(ids) {

@@ -49,6 +49,14 @@ def smollm2_gguf_path() -> Path:
     return offline_gguf_path(offline_model("smollm2-135m"))
 
 
+def smollm2_config(reader=None):
+    """llmlab's ModelConfig of the GGUF file (read from its header)."""
+    from llmlab.convert import config_from_hf
+    from llmlab.gguf import gguf_config_to_hf
+
+    return config_from_hf(gguf_config_to_hf(reader if reader is not None else open_reader(smollm2_gguf_path())))
+
+
 # ------------------------------------------------------------------ the GGUF bytes, reordered
 
 def q4_1_parts(tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -276,11 +284,8 @@ def save_chunked(model, folder: Path, stem: str = "model", chunk_bytes: int = CH
 
 def export_onnx(folder: str | os.PathLike, gguf_path: str | os.PathLike | None = None) -> Path:
     """Write SmolLM2-135M's live graph and weights into `folder`; returns the .onnx file's path."""
-    from llmlab.convert import config_from_hf
-    from llmlab.gguf import gguf_config_to_hf
-
     reader = open_reader(gguf_path or smollm2_gguf_path())
-    config = config_from_hf(gguf_config_to_hf(reader))
+    config = smollm2_config(reader)
     if config.family != "llama" or config.norm != "rms" or config.ffn != "swiglu" or not config.tie_embeddings:
         raise ValueError(f"export_onnx writes SmolLM2-style models (llama family, RMSNorm, SwiGLU, tied "
                          f"embeddings); this file's config is family={config.family!r}, norm={config.norm!r}, "

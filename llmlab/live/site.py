@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmlab.live.export import LENS_K, MAX_TOKENS, export_onnx, smollm2_gguf_path
+from llmlab.live.export import LENS_K, MAX_TOKENS, export_onnx, smollm2_config, smollm2_gguf_path
 
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 MAX_FILE_BYTES = 50_000_000      # what common static hosts accept comfortably
@@ -119,6 +119,7 @@ def write_site(folder: str | os.PathLike, npm_folder: str | os.PathLike) -> dict
     staging = Path(tempfile.mkdtemp(prefix=".llmlab-live-", dir=folder.parent))   # same disk: rename at the end
     try:
         files = []
+        config = smollm2_config()
         with tempfile.TemporaryDirectory() as onnx_dir:
             graph = export_onnx(onnx_dir)
             for path in sorted(Path(onnx_dir).iterdir(), key=lambda p: (p.suffix != ".onnx", p.name)):
@@ -135,6 +136,7 @@ def write_site(folder: str | os.PathLike, npm_folder: str | os.PathLike) -> dict
         size = write_text_script(staging / "tokenizer.js", "tokenizer", tokenizer_json())
         files.append(dict(script="tokenizer.js", key="tokenizer", bytes=size, script_bytes=size))
         manifest = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF)", max_tokens=MAX_TOKENS, lens_k=LENS_K,
+                        n_layers=config.n_layers, n_heads=config.n_heads,
                         digest=inputs_digest(npm_folder), files=files)
         (staging / "manifest.js").write_text(f"var llmlabLiveManifest = {json.dumps(manifest, indent=1)};\n")
         staging.chmod(0o755)                       # mkdtemp makes it private; a web server must read it
