@@ -13,9 +13,14 @@ window.llmlab.views.bpe = function (root, data) {
   controls.appendChild(next);
   controls.appendChild(L.labelled('step', range));
   root.appendChild(controls);
+  var symbols = [];
+  data.steps.forEach(function (st) { symbols = symbols.concat(st.tokens); });
+  var key = L.tokenKey(symbols);                   // e.g. why a merge reads "<88>" + "好"
+  if (key) root.appendChild(key);
   var readout = L.readout(2);
   var line = L.el('div', {'class': 'llmlab-tokens'});
   var merges = L.readout(8);
+  merges.style.height = merges.style.minHeight;    // the list of merges scrolls in a box of its own
   merges.style.overflowY = 'auto';
   merges.setAttribute('aria-live', 'off');
   root.appendChild(readout);
