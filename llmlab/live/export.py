@@ -62,9 +62,10 @@ def smollm2_config(reader=None):
 def q4_1_parts(tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Q4_1 tensor (N rows of K) -> packed nibbles (N, K/32, 16) uint8, d and m (N, K/32) float16.
 
-    >>> block = np.zeros(20, np.uint8); block[4] = 0x21        # q0 = 1 (low nibble), q16 = 2 (high)
-    >>> packed, _, _ = _q4_1_split(block.reshape(1, 1, 20)); packed[0, 0, :1], packed[0, 0, 8]
-    (array([1], dtype=uint8), 2)
+    >>> block = np.zeros(20, np.uint8); block[4] = 0x21        # GGUF: q0 = 1 (low nibble), q16 = 2 (high)
+    >>> packed, _, _ = _q4_1_split(block.reshape(1, 1, 20))      # MatMulNBits: q0 in byte 0, q16 in byte 8
+    >>> int(packed[0, 0, 0]), int(packed[0, 0, 8])
+    (1, 2)
     """
     N = int(tensor.shape[1])
     blocks = np.asarray(tensor.data, dtype=np.uint8).reshape(N, -1, Q4_1_BLOCK)  # (N, K/32, 20)
