@@ -49,8 +49,13 @@ def test_capture_and_forward_of_a_batch_match_each_prompt_alone(model):
     logits, cache = capture(model, TOK, TEXTS, names=names)
     last_logits, last = capture(model, TOK, TEXTS, names=names, positions=[-1])
     assert cache.attention_mask.shape == logits.shape[:2] and not bool(cache.attention_mask.all())
-    _, ends = capture(model, TOK, TEXTS, names=names, positions=[0, -1])   # column 0 is padding in short rows
+    ends_logits, ends = capture(model, TOK, TEXTS, names=names, positions=[0, -1])   # column 0: padding in short rows
     assert [ends.real_positions(row) for row in range(3)] == [[1], [1], [0, 1]]
+    # with positions the logits are kept there too; [-1] runs the LM head on the last position only
+    assert last_logits.shape == (3, 1, model.config.vocab_size) and ends_logits.shape == (3, 2, model.config.vocab_size)
+    torch.testing.assert_close(ends_logits[:, -1], logits[:, -1], **CLOSE)
+    _, head = capture(model, TOK, TEXTS, names=["hook_logits", "hook_final_norm"], positions=[-1])
+    torch.testing.assert_close(head["hook_logits"][:, 0], logits[:, -1], **CLOSE)
     for row, text in enumerate(TEXTS):
         alone_logits, alone = capture(model, TOK, text, names=names)
         real = cache.real_positions(row)

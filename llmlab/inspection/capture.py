@@ -244,6 +244,9 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
             max_bytes: int | None = 2**31, attn_impl: str | None = None, attention_mask=None):
     """Run the model on a prompt (or a batch) and return (logits (B, T, vocab), ActivationCache).
 
+    With positions, the logits too are kept at those positions only, (B, P, vocab); positions=[-1] runs
+    the LM head on the last position alone (a 262k-token vocabulary makes (B, T, vocab) large).
+
     tokenizer   : encodes text and labels the tokens (None: the prompt is ids).
     prompt      : text, a list of texts (one left-padded batch), a list of ids, or a (T,) / (B, T) tensor of ids.
     names       : hook names or glob patterns to keep (None: every hook point).
@@ -274,15 +277,18 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
 
         def save(tensor):
             kept = tensor.detach()
-            if keep is not None:
+            if keep is not None and kept.shape[dim] == T:  # (with last_only the head's hooks hold position T-1 only)
                 kept = kept.index_select(dim, torch.tensor(keep, device=kept.device))
             store[name] = kept if store_device is None else kept.to(store_device)
         return save
 
     if any(n.endswith("hook_pattern") for n in chosen):
         attn_impl = "eager"
+    last_only = keep == [T - 1]
     with hooks(model, {name: saver(name) for name in chosen}, attn_impl):
-        logits = model(ids, attention_mask=attention_mask)  # (B, T, vocab)
+        logits = model(ids, attention_mask=attention_mask, last_only=last_only)  # (B, T or 1, vocab)
+    if keep is not None and not last_only:
+        logits = logits[:, keep]                                                 # (B, P, vocab)
     tokens = None
     if tokenizer is not None:
         rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]
