@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import warnings
 
 
 class SourceView:
@@ -43,7 +44,8 @@ def use_book_style() -> None:
 
     The CJK font is asked for only when it is installed: asking matplotlib for a missing family prints
     a `findfont` warning for every label drawn. Without one (Colab has none), one short note says that
-    Chinese labels will show as boxes and how to install the font.
+    Chinese labels will show as boxes and how to install the font, and matplotlib's warning for each
+    missing glyph is silenced.
     """
     import matplotlib.pyplot as plt
     from matplotlib import font_manager
@@ -55,6 +57,8 @@ def use_book_style() -> None:
         _cjk_note_shown = True
         print("Note: no CJK font is installed, so Chinese labels in figures show as boxes "
               "(install one with: apt-get install fonts-noto-cjk, then restart the kernel).")
+        # that note says it once: not one "Glyph ... missing from font(s)" warning per Chinese character
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
     plt.rcParams.update({
         "font.family": ["DejaVu Sans", *cjk],
         "figure.dpi": 100,

@@ -1,5 +1,6 @@
 """What a chapter opened alone (in Colab) relies on from llmlab.notebook: no font warnings without a CJK font."""
 import logging
+import warnings
 
 import matplotlib
 import pytest
@@ -14,7 +15,7 @@ import llmlab.notebook as notebook
 def draw_labels():
     fig, ax = plt.subplots()
     ax.set_title("attention")
-    ax.set_xticks([0, 1], ["the", "cat"])
+    ax.set_xticks([0, 1, 2, 3], ["the", "cat", "天气", "很好"])
     fig.canvas.draw()
     plt.close(fig)
 
@@ -32,12 +33,14 @@ def test_without_a_cjk_font_one_note_and_no_findfont_lines(monkeypatch, capsys, 
     monkeypatch.setattr(font_manager.fontManager, "ttflist", kept)
     font_manager.fontManager._findfont_cached.cache_clear()
     notebook._cjk_note_shown = False
-    with caplog.at_level(logging.WARNING, logger="matplotlib.font_manager"):
+    with caplog.at_level(logging.WARNING, logger="matplotlib.font_manager"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         notebook.use_book_style()
         notebook.use_book_style()              # a second chapter cell: no second note
         draw_labels()
     font_manager.fontManager._findfont_cached.cache_clear()
     assert not [r for r in caplog.records if "findfont" in r.getMessage()]
+    assert not [w for w in caught if "missing from font" in str(w.message)], "one warning per Chinese glyph"
     assert capsys.readouterr().out.count("no CJK font is installed") == 1
     assert "Noto Sans CJK SC" not in matplotlib.rcParams["font.family"]
 
