@@ -11,10 +11,10 @@ clone (git+file://, so the committed tree is what gets installed). Checked for e
 must not be replaced).
 
 The stack (not llmlab) is kept in _build/colab-stack/<key>/, keyed by the stack (which reads the
-lowest transformers from pyproject.toml), so a second run only reinstalls llmlab; the converted models
-are kept in _build/colab-stack/llmlab-cache/. The first run
-prints the time from "open in Colab" to the first real cell: the setup cell's installs plus the
-conversion of the two models.
+lowest transformers from pyproject.toml), so a second run only reinstalls llmlab; the converted
+models are the book's own (~/.cache/llmlab or $LLMLAB_CACHE). LLMLAB_COLAB_TIMING=1 starts from an empty model cache and prints
+the time from "open in Colab" to the first real cell: the setup cell's installs plus the conversion
+of the two models.
 
 LLMLAB_COLAB_NOTEBOOKS=/path/to/a/copy runs the notebooks of a copy of the repository instead (for
 example one that scripts/sync_notebooks.py --root rewrote), with llmlab still installed from this clone.
@@ -119,7 +119,12 @@ def colab(tmp_path_factory):
     """(python of the rehearsal environment, environment variables, the versions before llmlab)."""
     key = hashlib.sha256(json.dumps([stack(), sys.version]).encode()).hexdigest()[:12]
     base = ROOT / "_build" / "colab-stack"
-    home, cache = base / key, base / "llmlab-cache"     # the converted models do not depend on the stack
+    home = base / key
+    # The converted models do not depend on the stack: the book's own cache (make models) is reused,
+    # unless LLMLAB_COLAB_TIMING=1 asks for a fresh one, to time the conversions a new Colab session does.
+    timing = os.environ.get("LLMLAB_COLAB_TIMING") == "1"
+    cache = tmp_path_factory.mktemp("llmlab-cache") if timing else \
+        Path(os.environ.get("LLMLAB_CACHE") or Path.home() / ".cache" / "llmlab")
     venv, py = home / "venv", home / "venv" / "bin" / "python"
     for old in base.glob("*/venv"):                     # stacks of other keys
         if old.parent != home:
@@ -142,7 +147,6 @@ def colab(tmp_path_factory):
     versions = "import json, torch, transformers, numpy, ipywidgets; print(json.dumps({m.__name__: m.__version__ for m in (torch, transformers, numpy, ipywidgets)}))"
     before = json.loads(subprocess.run([str(py), "-c", versions], capture_output=True, text=True, check=True).stdout)
 
-    fresh_cache = not cache.exists()
     timings["setup cell installs"] = sum(pip(*args) for args in setup_cell_commands(NOTEBOOK_ROOT / NOTEBOOKS[0]))
     after = json.loads(subprocess.run([str(py), "-c", versions], capture_output=True, text=True, check=True).stdout)
     ipython = home / "ipython"
@@ -150,7 +154,7 @@ def colab(tmp_path_factory):
     (ipython / "profile_default" / "startup" / "00-no-cjk-font.py").write_text(NO_CJK_FONT)
     env = {**os.environ, "PYTHONPATH": "", "MPLBACKEND": "module://matplotlib_inline.backend_inline",
            "LLMLAB_CACHE": str(cache), "IPYTHONDIR": str(ipython)}
-    if fresh_cache:
+    if timing:
         for name in ("smollm2-135m", "gemma3-270m"):
             start = time.perf_counter()
             subprocess.run([str(py), "-c", f"import llmlab; llmlab.load({name!r})"], env=env, cwd=tmp_path_factory.mktemp("load"),
