@@ -48,6 +48,8 @@ def main():
     parser.add_argument("--jobs", type=int, default=None, help="default: the cores")
     parser.add_argument("--lesson", default=None, help="a solved notebook (default: the example lesson)")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--run-every-cell", action="store_true", help="run every cell (as grade did before it "
+                                                                     "skipped the cells no exercise needs)")
     args = parser.parse_args()
 
     solved = nbformat.read(args.lesson, as_version=4) if args.lesson else nbformat.reads(lesson_text(), as_version=4)
@@ -57,10 +59,11 @@ def main():
         counts = synthetic_class(tmp / "submissions", solved, args.students)
         assigned = tmp / "assigned.ipynb"
         nbformat.write(student_copy(solved)[0], assigned)
+        phases: list[dict] = []
         load_before = os.getloadavg()
         start = time.perf_counter()
         rows = grade(tmp / "submissions", tmp / "report", assignment=assigned, jobs=jobs, timeout=args.timeout,
-                     verbose=False)
+                     verbose=False, run_every_cell=args.run_every_cell, phases=phases)
         seconds = time.perf_counter() - start
         load_after = os.getloadavg()
     passed = {s for s in {r["student"] for r in rows} if all(r["status"] == "pass" for r in rows if r["student"] == s)}
@@ -71,6 +74,11 @@ def main():
     print(f"graded in {seconds:.0f} s: {per_minute:.1f} submissions per minute, "
           f"{per_minute / min(jobs, default_jobs()):.2f} per minute per core")
     print(f"a class of 100 would take {100 / per_minute:.1f} minutes here")
+    if phases:
+        mean = {k: sum(p.get(k, 0) for p in phases) / len(phases) for k in ("kernel start", "cells", "checks")}
+        skipped = sum(p.get("skipped", 0) for p in phases) / len(phases)
+        print("one submission, on average: " + ", ".join(f"{k} {v:.1f} s" for k, v in mean.items())
+              + f"; {skipped:.0f} cells not run" + (" (--run-every-cell)" if args.run_every_cell else ""))
     assert len(passed) == counts["solved"], f"{len(passed)} submissions passed everything; {counts['solved']} were solved"
 
 

@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "trust; without this flag grade refuses where bubblewrap cannot make a sandbox)")
     p.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)   # the old name: explained below
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    p.add_argument("--run-every-cell", action="store_true",
+                   help="run every cell of each notebook (default: skip the unchanged cells no exercise needs, "
+                        "such as a chapter's figures; tag a cell grade-run or grade-skip to decide yourself)")
 
     p = sub.add_parser("merge", help="merge the reports of `grade --shard K/N` runs into one")
     p.add_argument("reports", nargs="+", help="the --out folders of the shards")
@@ -135,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             grade(args.submissions, args.out, timeout=args.timeout, expected=expected,
                   assignment=args.assignment, kernel=args.kernel, call_limit=args.call_limit,
                   unsafe_no_sandbox=args.unsafe_no_sandbox, jobs=args.jobs, roster=args.roster,
-                  shard=_shard(args.shard), points=_pairs(args.points), title=args.title)
+                  shard=_shard(args.shard), points=_pairs(args.points), title=args.title,
+                  run_every_cell=args.run_every_cell)
         elif args.command == "merge":
             from llmlab.grading.outputs import merge
             merge(args.reports, args.out)

@@ -8,6 +8,7 @@ import copy
 import csv
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -746,6 +747,29 @@ def test_the_sandbox_keeps_torch_threads_from_spinning(monkeypatch):
         shutil.rmtree(box.root, ignore_errors=True)
 
 
+def test_side_by_side_kernels_share_the_cores(monkeypatch):
+    """With --jobs N each kernel (and each worker's own torch) gets the cores / N threads, so two jobs
+    on two cores do not run four threads; an OMP_NUM_THREADS the instructor set wins."""
+    from llmlab.grading import grade as grading
+    from llmlab.grading.sandbox import Box
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(grading, "default_jobs", lambda: 8)
+    assert (grading.job_threads(1), grading.job_threads(2), grading.job_threads(3), grading.job_threads(16)) == \
+        (None, 4, 2, 1)
+    box = Box(sandboxed=False, threads=4)
+    try:
+        assert box.env()["OMP_NUM_THREADS"] == "4" and box.env()["MKL_NUM_THREADS"] == "4"
+    finally:
+        box.remove()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    box = Box(sandboxed=False)
+    try:
+        assert grading.job_threads(2) is None and box.env()["OMP_NUM_THREADS"] == "3"
+    finally:
+        box.remove()
+
+
 # ------------------------------------------------------------------------------------------ a whole course
 
 def test_submissions_are_found_in_the_layouts_lms_produce(tmp_path):
@@ -1027,3 +1051,88 @@ def test_shards_of_a_class_merge_into_the_whole_class(tmp_path, capsys):
     assert parts[0] and parts[1] and len(parts[0]) + len(parts[1]) == 8
     assert main(["grade", str(subs), "--out", str(tmp_path / "x"), "--expected", "softmax", "--shard", "3/2"]) == 2
     assert "1 <= K <= N" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ cells grade skips
+
+GRADED_CHAPTERS = [p for p in CHAPTERS if any(is_solution(c) for c in nbformat.read(p, as_version=4).cells)]
+
+
+def test_cells_no_exercise_needs_are_skipped_and_the_rest_kept():
+    """The rules of needed.py on a small notebook: what the exercise reads runs, in place changes
+    and names read inside functions count, a changed or new cell always runs, tags decide."""
+    from llmlab.grading.needed import cells_to_skip, key
+
+    assigned = ["import math\nimport torch",                  # 0 read by the function
+                "table = [1, 2]",                               # 1 read by the function...
+                "table.append(3)",                              # 2 ...and changed in place
+                "torch.manual_seed(0)\nslow = sum(range(10))",  # 3 a figure's work: no exercise reads it
+                "def area(r):\n    raise NotImplementedError",  # 4 the stub
+                "check('area', area)",                          # 5
+                "plot = area(2)"]                               # 6 after the check, reads area: not needed
+    solved = assigned[:4] + ["def area(r):\n    return math.pi * r * r * len(table)"] + assigned[5:]
+    instructor = {key(s) for s in assigned}
+    assert cells_to_skip(solved, instructor) == {3, 6}
+    assert cells_to_skip(assigned, instructor) == {0, 1, 2, 3, 6}  # the untouched stub reads nothing
+    assert cells_to_skip(solved, instructor, run_tagged={key(assigned[3])}) == {6}
+    assert cells_to_skip(solved, instructor, skip_tagged={key(assigned[2])}) == {2, 3, 6}
+    assert cells_to_skip(solved, set()) == set()                  # no assignment: every cell runs
+    # a student's own cell runs, and so does what it reads; a name read by string makes every cell run
+    assert cells_to_skip(solved[:4] + ["r = slow"] + solved[4:], instructor) == {7}
+    assert cells_to_skip(solved + ["def f():\n    return globals()['slow']"], instructor) == set()
+    assert cells_to_skip(["x = 1", "y = eval('x')", "check('a', f)"], {"x = 1", "y = eval('x')"}) == set()
+    # a read at the top of a cell needs only the cells before it; a function's read needs them all
+    assert cells_to_skip(["k = 2", "v = k", "k = 3", "check('a', v)"], {"k = 2", "v = k", "k = 3"}) == {2}
+    assert cells_to_skip(["k = 2", "def f():\n    return k", "k = 3", "check('a', f)"],
+                         {"k = 2", "def f():\n    return k", "k = 3"}) == set()
+
+
+def _wrong_source(exercise: str):
+    """A wrong solution of `exercise` from the exercise tests, as notebook source; None if none is self-contained."""
+    import inspect
+
+    from test_exercises import WRONG
+    for ex, fn, _ in WRONG:
+        if ex == exercise and fn.__qualname__ == fn.__name__ and not fn.__closure__:
+            try:
+                source = inspect.getsource(fn)
+            except (OSError, TypeError):
+                continue
+            return fn.__name__, "import math\nimport torch\nimport torch.nn.functional as F\n\n" + source
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not bwrap_works(), reason="bubblewrap cannot make a sandbox here")
+@pytest.mark.parametrize("path", GRADED_CHAPTERS, ids=lambda p: p.name)
+def test_a_chapter_graded_without_its_unneeded_cells_keeps_every_verdict(path):
+    """Graded against its student copy, a chapter skips the cells no exercise needs; its reference
+    solutions still pass every exercise, and a wrong answer still fails."""
+    from llmlab.grading.needed import instructor_cells
+
+    source = nbformat.read(path, as_version=4)
+    student, ids = student_copy(source)
+    instructor = instructor_cells([student])
+    sub = Submission(path.stem, path.name, nbformat.writes(source).encode("utf-8"))
+    parse(sub)
+    info = run_submission(sub, ids, timeout=600, instructor=instructor)
+    assert info["status"] == "ok", info["detail"]
+    assert info["skipped"], "every cell ran: the chapter's figures and measurements should not be needed"
+    assert {ex: r.status for ex, r in info["results"].items()} == dict.fromkeys(ids, "pass"), \
+        {ex: r.message for ex, r in info["results"].items()}
+
+    wrong = next(((ex, w) for ex in ids if (w := _wrong_source(ex))), None)
+    if wrong is None:
+        return
+    exercise, (name, text) = wrong
+    nb = copy.deepcopy(source)
+    check_cell = next(c for c in nb.cells if c.cell_type == "code" and exercise in check_ids(c.source))
+    handed = re.search(r"""check\(\s*['"]%s['"]\s*,\s*(\w+)""" % re.escape(exercise), check_cell.source).group(1)
+    index = max(i for i, c in enumerate(nb.cells[:nb.cells.index(check_cell)]) if is_solution(c))
+    nb.cells[index].source = f"{text}\n{handed} = {name}\n"
+    sub = Submission(path.stem, path.name, nbformat.writes(nb).encode("utf-8"))
+    parse(sub)
+    info = run_submission(sub, ids, timeout=600, instructor=instructor)
+    got = {ex: r.status for ex, r in info["results"].items()}
+    assert got.pop(exercise) == "fail", info["results"][exercise].message
+    assert got == dict.fromkeys([i for i in ids if i != exercise], "pass")

@@ -8,7 +8,10 @@ How a class is graded:
 2. A notebook runs top to bottom in its own Jupyter kernel, inside a bubblewrap sandbox (a private
    file system with only the sandbox folder writable, no network, its own process tree, a clean
    environment and HOME). Where no sandbox can be made, nothing runs (SandboxUnavailable) unless
-   the instructor passes --unsafe-no-sandbox. Cells that raise do not stop the run.
+   the instructor passes --unsafe-no-sandbox. Cells that raise do not stop the run. A cell the
+   student did not change is skipped when no exercise needs what it makes (needed.py: a chapter's
+   figures and measurements); --run-every-cell runs them all. With --jobs N each kernel gets
+   1/N of the cores' threads.
 3. check("<id>", fn) in the notebook only hands `fn` to the grader. The grader then runs each
    expected exercise's check in its own process: every call of the learner's function sends the
    inputs to the kernel as plain data and gets the answer back as plain data (wire.py), which the
@@ -36,6 +39,7 @@ from pathlib import Path
 from llmlab.exercises import run_check
 from llmlab.exercises.core import set_hidden_salt
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, _TimeUp
+from llmlab.grading.needed import NOT_RUN, plan
 from llmlab.grading.remote import INTERRUPT_GRACE, BadAnswer, Kernel, KernelGone, RemoteLearner
 from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, descendants, kernel_manager_class,
                                     kill_new_descendants, sandbox_problem, say_containment, set_subreaper)
@@ -62,10 +66,13 @@ def default_jobs() -> int:
 
 
 def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name: str = "python3",
-                   sandboxed: bool = True, call_limit: float = CALL_LIMIT) -> dict:
-    """Run one parsed submission in a fresh sandbox and grade `ids`. Returns
-    {"status": "ok" | "timeout" | "dead-kernel" | "failed", "detail", "stopped_at", "results": {id: CheckResult},
-     "seconds"}."""
+                   sandboxed: bool = True, call_limit: float = CALL_LIMIT, instructor=None,
+                   threads: int | None = None) -> dict:
+    """Run one parsed submission in a fresh sandbox and grade `ids`. `instructor` (needed.instructor_cells
+    of the assignment) lets it skip the cells no exercise needs (needed.py); `threads` caps the
+    kernel's compute threads. Returns {"status": "ok" | "timeout" | "dead-kernel" | "failed", "detail",
+    "stopped_at", "results": {id: CheckResult}, "seconds", "skipped": [cell index, ...], "phases"}."""
+    import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -75,7 +82,10 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
     start = time.perf_counter()
     info = {"status": "ok", "detail": "", "stopped_at": None, "results": {}}
     nb = sub.notebook
-    box = Box(sandboxed)
+    skip = plan(nb, instructor)
+    info["skipped"] = sorted(skip)
+    info["phases"] = phases = {}   # seconds: kernel start, cells, checks
+    box = Box(sandboxed, threads)
     info["sandbox"] = str(box.root)
     before = descendants()
     deadline = time.monotonic() + timeout
@@ -93,8 +103,12 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
         env = box.env()
         with client.setup_kernel(env=env, cwd=str(box.root / "work"), stderr=subprocess.DEVNULL,
                                  stdout=subprocess.DEVNULL):
+            phases["kernel start"] = time.perf_counter() - start
             try:
                 for index, cell in enumerate(nb.cells):
+                    if index in skip:
+                        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=NOT_RUN)]
+                        continue
                     client.execute_cell(cell, index)
             except CellTimeoutError:
                 info.update(status="timeout", stopped_at=state["cell"],
@@ -102,6 +116,7 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
                 from jupyter_core.utils import run_sync
                 run_sync(client.km.interrupt_kernel)()
                 _drain(client, INTERRUPT_GRACE)
+            phases["cells"] = time.perf_counter() - start - phases["kernel start"]
             kernel = Kernel(client)
             try:
                 listed = kernel.request({"op": "list"}, 30).get("ok")
@@ -121,6 +136,8 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
     except Exception as e:  # kernel did not start, ...
         info.update(status="failed", stopped_at=state["cell"], detail=f"{type(e).__name__}: {str(e)[:300]}")
     finally:
+        if "cells" in phases:
+            phases["checks"] = time.perf_counter() - start - phases["kernel start"] - phases["cells"]
         kill_new_descendants(before)
         box.remove()
     for index, cell in enumerate(nb.cells):
@@ -151,23 +168,36 @@ def _drain(client, seconds: float) -> None:
 
 
 def grade_one(sub: Submission, ids: list[str], timeout: float, kernel: str, sandboxed: bool,
-              call_limit: float) -> tuple[Submission, dict | None]:
+              call_limit: float, instructor=None, threads: int | None = None) -> tuple[Submission, dict | None]:
     """Parse and run one submission; one bad file never stops the run."""
     parse(sub)
     info = None
     if not sub.problem:
         try:
-            info = run_submission(sub, ids, timeout, kernel, sandboxed, call_limit)
+            info = run_submission(sub, ids, timeout, kernel, sandboxed, call_limit, instructor, threads)
         except Exception as e:
             sub.problem = f"grading failed: {type(e).__name__}: {str(e)[:300]}"
     sub.data = None  # the bytes are not needed any more (and need not travel back from a worker)
     return sub, info
 
 
-def _start_worker(salt: int) -> None:
-    """A worker process of --jobs: the grader's salt, and the subreaper that finds detached processes."""
+def _start_worker(salt: int, threads: int | None = None) -> None:
+    """A worker process of --jobs: the grader's salt, the subreaper that finds detached processes, and
+    its share of the cores for the checks it computes."""
     set_hidden_salt(salt)
     set_subreaper(True)
+    if threads:
+        import torch
+        torch.set_num_threads(threads)
+
+
+def job_threads(jobs: int) -> int | None:
+    """Compute threads for each of `jobs` side-by-side submissions: the cores shared out (at least 1),
+    so N jobs do not run N times the cores' threads; None for one job, or where the instructor
+    set OMP_NUM_THREADS (then every kernel gets that)."""
+    if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return max(1, default_jobs() // jobs)
 
 
 def default_title(assignment) -> str:
@@ -208,10 +238,13 @@ def warm_model_cache(assignment, verbose: bool) -> list[str]:
 def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None = None, assignment=None,
           kernel: str = "python3", verbose: bool = True, call_limit: float = CALL_LIMIT,
           unsafe_no_sandbox: bool = False, jobs: int | None = None, roster=None,
-          shard: tuple[int, int] | None = None, points: dict | None = None, title: str | None = None) -> list[dict]:
+          shard: tuple[int, int] | None = None, points: dict | None = None, title: str | None = None,
+          run_every_cell: bool = False, phases: list | None = None) -> list[dict]:
     """Grade every notebook under `submissions` against the instructor's exercises (`assignment`
     notebook or folder, and/or `expected` ids); write the reports and feedback files into the new
-    folder out_dir; return the grade rows. See the module docstring for the steps."""
+    folder out_dir; return the grade rows. See the module docstring for the steps. With an assignment,
+    the cells no exercise needs are not run (needed.py) unless run_every_cell. `phases`, a list, receives
+    each submission's seconds of kernel start, cells and checks."""
     from llmlab.grading.feedback import private_paths
     from llmlab.grading.outputs import prepare_out, write_reports
     from llmlab.grading.reports import summary_table, write_atomically
@@ -258,7 +291,10 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     warm_model_cache(assignment, verbose)
     started = time.time()
     salt = secrets.randbits(31)
-    done = _run_all(subs, ids, timeout, kernel, not unsafe_no_sandbox, call_limit, jobs, salt, verbose)
+    instructor = None if run_every_cell else assigned_cells(assignment)
+    done = _run_all(subs, ids, timeout, kernel, not unsafe_no_sandbox, call_limit, jobs, salt, verbose, instructor)
+    if phases is not None:   # where each submission's time went (the benchmark prints it)
+        phases += [{**info["phases"], "skipped": len(info["skipped"])} for _, info in done if info]
 
     paths = private_paths([submissions.resolve(), out_dir.resolve()] + ([Path(assignment).resolve()] if assignment else []))
     rows, students = class_rows(done, absent, entries, unknown, superseded, ids, worth)
@@ -324,14 +360,26 @@ def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, 
     return files
 
 
-def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verbose) -> list:
+def assigned_cells(assignment):
+    """needed.instructor_cells of the assigned notebook(s); None without an assignment."""
+    import nbformat
+
+    from llmlab.grading.assign import notebook_paths
+    from llmlab.grading.needed import instructor_cells
+
+    paths = notebook_paths([assignment]) if assignment else []
+    return instructor_cells([nbformat.read(p, as_version=4) for p in paths]) if paths else None
+
+
+def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verbose, instructor=None) -> list:
     """Grade every submission, `jobs` at a time; [(submission, info)] in the order of `subs`."""
     def said(sub, info):
         if verbose:
             state = info["status"] if info else "not run: " + sub.problem.split(" (")[0].split(":")[0]
             passed = sum(r.status == "pass" for r in (info or {}).get("results", {}).values())
             seconds = f", {info['seconds']:.1f} s" if info else ""
-            print(f"graded {sub.path}: {passed}/{len(ids)} passed ({state}{seconds})", flush=True)
+            skipped = f", {len(info['skipped'])} cells not needed" if info and info.get("skipped") else ""
+            print(f"graded {sub.path}: {passed}/{len(ids)} passed ({state}{seconds}{skipped})", flush=True)
 
     if jobs == 1:
         reaper = set_subreaper(True)
@@ -339,7 +387,7 @@ def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verb
         try:
             done = []
             for sub in subs:
-                done.append(grade_one(sub, ids, timeout, kernel, sandboxed, call_limit))
+                done.append(grade_one(sub, ids, timeout, kernel, sandboxed, call_limit, instructor))
                 said(*done[-1])
             return done
         finally:
@@ -347,9 +395,10 @@ def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verb
             if reaper:
                 set_subreaper(False)
     done = [None] * len(subs)
+    threads = job_threads(jobs)
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
-                             initargs=(salt,)) as pool:
-        futures = {pool.submit(grade_one, sub, ids, timeout, kernel, sandboxed, call_limit): i
+                             initargs=(salt, threads)) as pool:
+        futures = {pool.submit(grade_one, sub, ids, timeout, kernel, sandboxed, call_limit, instructor, threads): i
                    for i, sub in enumerate(subs)}
         from concurrent.futures import as_completed
         for future in as_completed(futures):

@@ -69,8 +69,9 @@ class Box:
     """One submission's sandbox: a temporary folder with home/, work/ (the kernel's cwd) and run/
     (the kernel's connection file and sockets), and the command that starts a kernel inside it."""
 
-    def __init__(self, sandboxed: bool):
+    def __init__(self, sandboxed: bool, threads: int | None = None):
         self.sandboxed = sandboxed
+        self.threads = threads   # compute threads of the kernel (its share of the cores), None: as the grader's
         self.root = Path(tempfile.mkdtemp(prefix="llmlab-grade-"))
         for sub in ("home", "work", "run", "tmp"):
             (self.root / sub).mkdir()
@@ -89,7 +90,8 @@ class Box:
                 # torch's threads wait passively unless the grader says otherwise: submissions graded side
                 # by side share the cores, and spinning threads stall when a core is taken (10x and more)
                 "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"),
-                **{k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ}}
+                **{k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ},
+                **({"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)} if self.threads else {})}
 
     def wrap(self, cmd: list[str]) -> list[str]:
         limited = [sys.executable, "-c", LIMITS] + cmd
