@@ -12,6 +12,7 @@ only comparable between runs on an idle machine.
 import argparse
 import copy
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +43,12 @@ def synthetic_class(folder: Path, solved, n: int) -> dict[str, int]:
     return counts
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used by this process and the processes it (and they) waited for."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--students", type=int, default=40)
@@ -60,12 +67,14 @@ def main():
         assigned = tmp / "assigned.ipynb"
         nbformat.write(student_copy(solved)[0], assigned)
         phases: list[dict] = []
+        cpu_before = cpu_seconds()
         load_before = os.getloadavg()
         start = time.perf_counter()
         rows = grade(tmp / "submissions", tmp / "report", assignment=assigned, jobs=jobs, timeout=args.timeout,
                      verbose=False, run_every_cell=args.run_every_cell, phases=phases)
         seconds = time.perf_counter() - start
         load_after = os.getloadavg()
+        cpu = cpu_seconds() - cpu_before
     passed = {s for s in {r["student"] for r in rows} if all(r["status"] == "pass" for r in rows if r["student"] == s)}
     per_minute = args.students / seconds * 60
     print(f"lesson {args.lesson or LESSON}: {args.students} submissions ({', '.join(f'{v} {k}' for k, v in counts.items())}), "
@@ -74,6 +83,8 @@ def main():
     print(f"graded in {seconds:.0f} s: {per_minute:.1f} submissions per minute, "
           f"{per_minute / min(jobs, default_jobs()):.2f} per minute per core")
     print(f"a class of 100 would take {100 / per_minute:.1f} minutes here")
+    print(f"CPU time: {cpu / args.students:.1f} s per submission (grader, workers and the kernels they reaped), "
+          f"so about {100 * cpu / args.students / 60 / default_jobs():.1f} minutes for 100 on {default_jobs()} idle cores")
     if phases:
         mean = {k: sum(p.get(k, 0) for p in phases) / len(phases) for k in ("kernel start", "cells", "checks")}
         skipped = sum(p.get("skipped", 0) for p in phases) / len(phases)

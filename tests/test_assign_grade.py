@@ -1081,6 +1081,8 @@ def test_cells_no_exercise_needs_are_skipped_and_the_rest_kept():
     assert cells_to_skip(solved[:4] + ["r = slow"] + solved[4:], instructor) == {7}
     assert cells_to_skip(solved + ["def f():\n    return globals()['slow']"], instructor) == set()
     assert cells_to_skip(["x = 1", "y = eval('x')", "check('a', f)"], {"x = 1", "y = eval('x')"}) == set()
+    # code the parser cannot read (nested too deep) runs, and so does every cell before it
+    assert cells_to_skip(["x = 1", "z = 2", "y = " + "-" * 100000 + "1", "check('a', f)"], {"x = 1", "z = 2"}) == set()
     # a read at the top of a cell needs only the cells before it; a function's read needs them all
     assert cells_to_skip(["k = 2", "v = k", "k = 3", "check('a', v)"], {"k = 2", "v = k", "k = 3"}) == {2}
     assert cells_to_skip(["k = 2", "def f():\n    return k", "k = 3", "check('a', f)"],

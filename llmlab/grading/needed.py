@@ -71,7 +71,11 @@ class _Cell:
         self.reads_now: set[str] = set()     # read when the cell runs
         self.reads_later: set[str] = set()   # read inside functions, when they are called
         self.magic = self.dynamic_now = self.dynamic_later = False
-        self.followed = self._read(source)
+        try:
+            self.followed = self._read(source)
+        except (RecursionError, MemoryError, ValueError, TypeError):   # nested too deep for the parser...
+            self.sets.clear()
+            self.followed = False
         if not self.followed:    # code that cannot be parsed: it runs and may read anything
             self.dynamic_now = self.dynamic_later = True
 
@@ -145,6 +149,14 @@ def _top_level(tree):
             todo += [n for n in getattr(node, field, []) if isinstance(n, (ast.stmt, ast.ExceptHandler))]
 
 
+def _tree(source: str):
+    """The cell's syntax tree, or None where it cannot be parsed (a syntax error, nesting too deep)."""
+    try:
+        return ast.parse(_python(source))
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return None
+
+
 def _parents(tree) -> dict:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
@@ -171,12 +183,9 @@ def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str]
     keys = [key(s) for s in sources]
     imported = set()
     for s in sources:
-        try:
-            for node in ast.walk(ast.parse(_python(s))):
-                if isinstance(node, (ast.Import, ast.ImportFrom)):
-                    imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        except SyntaxError:
-            pass
+        for node in ast.walk(_tree(s) or ast.Module(body=[], type_ignores=[])):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
     modules = {n for n in imported if not any(_assigns(s, n) for s in sources)}
     cells = [_Cell(s, modules) for s in sources]
     if any(c.dynamic_later for c in cells):
@@ -200,9 +209,8 @@ def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str]
 
 def _assigns(source: str, name: str) -> bool:
     """True when `source` binds `name` other than by an import."""
-    try:
-        tree = ast.parse(_python(source))
-    except SyntaxError:
+    tree = _tree(source)
+    if tree is None:
         return True
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
