@@ -673,6 +673,24 @@ def logit_shares_no_weight(parts, norm_weight, eps, unembed_row):
     return (parts * torch.rsqrt(h.pow(2).mean() + eps)) @ unembed_row
 
 
+def induction_score(pattern, length):
+    second = torch.arange(length, 2 * length - 1)
+    return pattern[:, :, second, second - length + 1].mean(dim=(0, 2))
+
+
+def induction_score_same_token(pattern, length):
+    second = torch.arange(length, 2 * length - 1)
+    return pattern[:, :, second, second - length].mean(dim=(0, 2))
+
+
+def induction_score_previous(pattern, length):
+    second = torch.arange(length, 2 * length - 1)
+    return pattern[:, :, second, second - 1].mean(dim=(0, 2))
+
+
+RIGHT.update({"induction_score": induction_score})
+WRONG += [("induction_score", induction_score_same_token, ["t - L + 1", "duplicate-token"]),
+          ("induction_score", induction_score_previous, ["previous-token"])]
 RIGHT.update({"restore_one": restore_one, "logit_shares": logit_shares})
 WRONG += [("restore_one", restore_one_pre, ["ENTERS block"]),
           ("restore_one", restore_one_every_position, ["every position"]),

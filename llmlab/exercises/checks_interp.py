@@ -142,3 +142,38 @@ def check_logit_shares(fn: Learner) -> str:
              _shares(parts, weight, eps, row, centred=True)),
         ])
     return "the shares match on 3 hidden sets of parts and add up to the logit of the RMSNorm readout."
+
+
+def _induction(pattern, length, offset=1):
+    second = torch.arange(length, 2 * length - 1)                  # queries with a next token
+    return pattern[:, :, second, second - length + offset].mean(dim=(0, 2))
+
+
+def _previous_token(pattern, length):
+    second = torch.arange(length, 2 * length - 1)
+    return pattern[:, :, second, second - 1].mean(dim=(0, 2))
+
+
+def check_induction_score(fn: Learner) -> str:
+    """induction_score(pattern, length) -> (H,): pattern (B, H, 2L, 2L) is the attention of each head on
+    B sequences of L random tokens followed by themselves. For the queries t = L .. 2L-2 (the second copy,
+    each position that has a next token) take the weight on key t - L + 1, the token right after the
+    earlier occurrence of the current token, and average over the queries and the sequences."""
+    g = generator(97)
+    for B, H, L in [(3, 4, 5), (2, 6, 8), (4, 2, 6)]:
+        T = 2 * L
+        scores = torch.randn(B, H, T, T, generator=g)
+        t = torch.arange(T)
+        scores[:, 0, t[L:], t[L:] - L + 1] += 6.0                   # head 0: an induction head
+        scores[:, 1 % H, t[L:], t[L:] - L] += 6.0                   # head 1: attends to the same token
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        pattern = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1)
+        got = fn(pattern.clone(), L, names=("pattern", "length"))
+        expect_tensor(fn, got, _induction(pattern, L), atol=1e-5, what="one score per head", mistakes=[
+            ("you read the weight on t - L, the earlier copy of the CURRENT token (a duplicate-token head); an "
+             "induction head looks one further, at t - L + 1: the token that came after it.",
+             _induction(pattern, L, offset=0)),
+            ("you read the weight on t - 1, the previous token (a previous-token head); the induction score "
+             "reads key t - L + 1.", _previous_token(pattern, L)),
+        ])
+    return "the induction score matches on 3 hidden sets of attention patterns (an induction head planted in each)."
