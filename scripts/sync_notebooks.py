@@ -37,8 +37,8 @@ HTML_FIGURE = re.compile(r"<img[^>]*src=[\"'](?:\.\./)?figures/generated/")
 
 SETUP_TEMPLATE = '''\
 # Setup. In Google Colab this installs llmlab and the two models; elsewhere it installs nothing.
-# A Colab session starts from nothing: every chapter opened there installs them again (under a
-# minute), and the first load of each model converts it again (the longer part; one or two minutes).
+# A Colab session starts from nothing: every chapter opened there installs them again and converts
+# each model on its first load, about a minute in all (most of it the conversion) before the chapter runs.
 import os, sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch loads: idle threads sleep, not spin
 if "google.colab" in sys.modules:
