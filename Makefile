@@ -70,10 +70,11 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk bubblewrap; \
 	  else echo "The browser and grading tests need Chromium and bubblewrap: sudo apt-get install chromium fonts-noto-cjk bubblewrap" >&2; exit 1; fi; }
 
-benchmarks: env models
+benchmarks: env models live browser
 	$(PY) benchmarks/decode_benchmark.py
 	$(PY) benchmarks/tokenizer_benchmark.py
 	$(PY) benchmarks/capture_benchmark.py
+	$(PY) benchmarks/live_benchmark.py
 
 # The release files (README.md, "Releasing llmlab"): sdist and wheel in dist/, checked by twine.
 dist: env
