@@ -161,7 +161,17 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
     ids = tokenizer.encode(prompt)
     shown = show_token_ids(tokenizer, ids)
 
+    # the reader's settings carry over: block 12, head 3, and the temperature below
+    page.evaluate("""(() => { const root = document.querySelector('div.llmlab-view.llmlab-attention');
+      const [layer, head] = root.querySelectorAll('.llmlab-controls select');
+      layer.value = String([...layer.options].findIndex(o => o.text === 'layer 12'));
+      layer.dispatchEvent(new Event('change')); head.value = '3'; head.dispatchEvent(new Event('change'));
+      const t = document.querySelector('div.llmlab-view.llmlab-sampling input[data-name=temperature]');
+      t.value = '0.7'; t.dispatchEvent(new Event('input')); return 1; })()""")
     attention = page.evaluate(RUN_VIEW % ("attention", json.dumps(prompt)), timeout=300)
+    settings = page.evaluate("[...document.querySelectorAll('div.llmlab-view.llmlab-attention [data-live=yes] "
+                             ".llmlab-controls select')].slice(0, 2).map(s => s.options[s.selectedIndex].text)")
+    assert settings == ["layer 12", "head 3"]
     assert attention["tokens"] == shown
     assert len(attention["cells"]) == len(ids) ** 2
     assert f"({len(ids)} tokens)" in attention["status"]
@@ -176,7 +186,7 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
 
     sampling = page.evaluate(RUN_VIEW % ("sampling", json.dumps(prompt)), timeout=300)
     with torch.no_grad():
-        probs = torch.softmax(model(torch.tensor([ids]))[0, -1], -1)
+        probs = torch.softmax(model(torch.tensor([ids]))[0, -1] / 0.7, -1)    # at the reader's temperature
     top = torch.topk(probs, 15)
     assert [label for label, _ in sampling["bars"][:15]] == show_token_ids(tokenizer, top.indices)
     assert np.abs(np.array([p for _, p in sampling["bars"][:15]]) - top.values.numpy()).max() <= 0.0005 + 1e-4

@@ -194,3 +194,17 @@ window.llmlab.liveData.attention = function (r, data) {
           head: Math.min(data.head || 0, r.nHeads), query: null, hide_sink: data.hide_sink, live: data.live,
           title: 'SmolLM2-135M, live in your browser: attention on your prompt'};
 };
+
+// What the reader has set in the view now (layer, head, the sink box), as fields of the view's data:
+// liveData.attention then finds the same layer number among the live model's layers.
+window.llmlab.liveSettings.attention = function (node) {
+  var selects = node.querySelectorAll('.llmlab-controls select'), box = node.querySelector('input[data-name="hide-sink"]');
+  var out = {};
+  if (selects.length >= 2) {
+    out.layers = Array.prototype.map.call(selects[0].options, function (o) { return o.text; });
+    out.layer = parseInt(selects[0].value, 10);
+    out.head = parseInt(selects[1].value, 10);
+  }
+  if (box) out.hide_sink = box.checked;
+  return out;
+};

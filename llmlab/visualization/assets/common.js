@@ -263,6 +263,7 @@ window.llmlab.views = window.llmlab.views || {};
   // view stays the default; the model loads only when the reader asks, and each kind of view turns
   // the live result into its own data (L.liveData[kind]), so it redraws with its usual controls.
   L.liveData = L.liveData || {};
+  L.liveSettings = L.liveSettings || {};   // kind -> function (the view's node) -> data fields to keep
   L.staticRoot = function () {
     var root = document.documentElement.getAttribute('data-content_root');
     if (root !== null) return new URL(root + '_static/', document.baseURI).href;
@@ -319,8 +320,10 @@ window.llmlab.views = window.llmlab.views || {};
       run.disabled = true;
       status.textContent = 'Running ...';
       window.addEventListener('llmlab-live', progress);
+      // the reader's current settings (layer, head, temperature ...) carry over to the live view
+      var current = L.liveSettings[kind] ? L.liveSettings[kind](inner) : {};
       L.loadLive(staticRoot).then(function (live) { return live.run(prompt); }).then(function (r) {
-        view(inner, L.liveData[kind](r, data));
+        view(inner, L.liveData[kind](r, Object.assign({}, data, current)));
         inner.setAttribute('data-live', 'yes');
         back.hidden = false;
         status.textContent = 'Live: SmolLM2-135M in your browser, on your prompt (' + r.ids.length + ' tokens).';

@@ -210,3 +210,13 @@ window.llmlab.liveData.sampling = function (r, data) {
           extra: [{tokens: names.slice(n), logits: sorted.slice(n)}], live: data.live,
           title: 'SmolLM2-135M, live in your browser: the next token after your prompt'};
 };
+
+// What the reader has set in the view now: temperature, top-k and top-p carry over to the live view.
+window.llmlab.liveSettings.sampling = function (node) {
+  var out = {}, t = node.querySelector('input[data-name="temperature"]'), p = node.querySelector('input[data-name="top_p"]');
+  var k = node.querySelector('input[data-name="top_k"]'), shownK = k && k.parentNode.querySelector('.llmlab-slider-value');
+  if (t) out.temperature = parseFloat(t.value);
+  if (p) out.top_p = parseFloat(p.value);
+  if (shownK) out.top_k = shownK.textContent === 'off' ? 0 : parseInt(shownK.textContent.replace(/,/g, ''), 10);
+  return out;
+};
