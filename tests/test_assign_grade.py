@@ -1081,6 +1081,9 @@ def test_cells_no_exercise_needs_are_skipped_and_the_rest_kept():
     assert cells_to_skip(solved[:4] + ["r = slow"] + solved[4:], instructor) == {7}
     assert cells_to_skip(solved + ["def f():\n    return globals()['slow']"], instructor) == set()
     assert cells_to_skip(["x = 1", "y = eval('x')", "check('a', f)"], {"x = 1", "y = eval('x')"}) == set()
+    # a name the cell binds before it reads it needs no earlier cell; x += ... reads x first
+    assert cells_to_skip(["x = [1]", "x = [2]\ny = x", "check('a', y)"], {"x = [1]", "x = [2]\ny = x"}) == {0}
+    assert cells_to_skip(["x = [1]", "x += [2]\ny = x", "check('a', y)"], {"x = [1]", "x += [2]\ny = x"}) == set()
     # code the parser cannot read (nested too deep) runs, and so does every cell before it
     assert cells_to_skip(["x = 1", "z = 2", "y = " + "-" * 100000 + "1", "check('a', f)"], {"x = 1", "z = 2"}) == set()
     # a read at the top of a cell needs only the cells before it; a function's read needs them all

@@ -106,6 +106,7 @@ class _Cell:
                     self.reads_later.add(sym.get_name())
                 if sym.is_declared_global() and sym.is_assigned():
                     self.sets.add(sym.get_name())
+        self.reads_now -= _bound_first(tree, self.reads_now)
         for node in _top_level(tree):
             targets = []
             if isinstance(node, (ast.Assign, ast.Delete)):
@@ -135,6 +136,40 @@ class _Cell:
         self.dynamic_now = bool(self.reads_now & DYNAMIC)
         self.dynamic_later = bool(self.reads_later & DYNAMIC)
         return True
+
+
+def _bound_first(tree, names: set[str]) -> set[str]:
+    """The `names` the cell binds before it reads them, statement by statement (x = 1; print(x)):
+    those reads do not need an earlier cell. A statement that reads and binds a name (x += 1,
+    for x in x) reads it first."""
+    first = set()
+    decided = set()
+    for stmt in tree.body:
+        loads, stores = set(), set()
+        todo = [stmt]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.Name):
+                (stores if isinstance(node.ctx, ast.Store) else loads).add(node.id)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                stores.add(node.name)
+                todo += node.decorator_list + (node.bases + [k.value for k in node.keywords]
+                                               if isinstance(node, ast.ClassDef) else
+                                               node.args.defaults + [d for d in node.args.kw_defaults if d])
+                continue
+            elif isinstance(node, ast.Lambda):
+                todo += node.args.defaults + [d for d in node.args.kw_defaults if d]
+                continue
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                stores |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                loads.add(node.target.id)
+            todo += list(ast.iter_child_nodes(node))
+        for name in (names - decided) & (loads | stores):
+            decided.add(name)
+            if name not in loads:
+                first.add(name)
+    return first
 
 
 def _top_level(tree):
@@ -177,9 +212,10 @@ def _root(node):
 
 
 def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str] = frozenset(),
-                  skip_tagged: set[str] = frozenset()) -> set[int]:
+                  skip_tagged: set[str] = frozenset(), why: dict | None = None) -> set[int]:
     """Indices (into `sources`, a submission's code cells in order) of the cells grade need not run.
-    `instructor` holds the assigned notebook's cell sources (see key()); see the module docstring."""
+    `instructor` holds the assigned notebook's cell sources (see key()); see the module docstring.
+    `why`, a dict, receives for each cell kept by another the reason: {kept: (by, names)}."""
     keys = [key(s) for s in sources]
     imported = set()
     for s in sources:
@@ -200,6 +236,8 @@ def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str]
                 continue
             if (j < i and (cells[i].dynamic_now or other.sets & cells[i].reads_now)) \
                     or other.sets & cells[i].reads_later:
+                if why is not None:
+                    why[j] = (i, sorted(other.sets & ((cells[i].reads_now if j < i else set()) | cells[i].reads_later)))
                 needed.add(j)
                 todo.append(j)
     skip = {i for i in range(len(sources)) if i not in needed}
