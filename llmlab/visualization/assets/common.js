@@ -250,6 +250,8 @@ window.llmlab.views = window.llmlab.views || {};
         spans[k].setAttribute('tabindex', '-1');
         spans[next].setAttribute('tabindex', '0');
         spans[next].focus();
+        // focusin does this too, but not when the window itself lacks focus (a background tab)
+        if (document.activeElement !== spans[next] || !document.hasFocus()) onActivate(next, 'key');
       } else if (e.key === 'Enter' || e.key === ' ') {
         e.preventDefault();
         onActivate(k, 'click');
