@@ -1,4 +1,5 @@
 """python -m llmlab.live FOLDER [NPM_DIST]: write the live model's site files (see llmlab.live.site)."""
+import re
 import sys
 from pathlib import Path
 
@@ -11,7 +12,9 @@ if __name__ == "__main__":
     folder = Path(sys.argv[1])
     npm = Path(sys.argv[2] if len(sys.argv) == 3 else "web/node_modules/onnxruntime-web/dist")
     manifest_js = folder / "manifest.js"
-    if manifest_js.is_file() and inputs_digest(npm) in manifest_js.read_text():
+    text = manifest_js.read_text() if manifest_js.is_file() else ""
+    complete = text and all((folder / name).is_file() for name in re.findall(r'"script": "([^"]+)"', text))
+    if complete and inputs_digest(npm) in text:
         print(f"live model: {folder} is up to date")
         sys.exit(0)
     manifest = write_site(folder, npm)
