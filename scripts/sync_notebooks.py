@@ -8,10 +8,12 @@ For each notebook in chapters/ and practise/:
 
 1. The setup cell (the cell tagged `colab-setup`; the first cell of a chapter) is rewritten from
    the repository address in _config.yml (`repository: url`), the one place the address is written.
-2. Every diagram referenced as `../figures/generated/NAME.svg` (or already as `attachment:NAME.svg`)
-   becomes a markdown-cell attachment holding figures/generated/NAME.svg: the notebook carries its
-   diagrams, so Colab and Jupyter show them without the repository around it. The book shows the same
-   bytes (_ext/llmlab_attachments.py turns `attachment:` images into data: URIs when the book is built).
+2. Every diagram written as `![alt](../figures/generated/NAME.svg)` becomes the same image inline,
+   `![alt](data:image/png;base64,... "NAME.svg")`: the PNG that the figure script wrote beside the SVG
+   (figures/_svg.py), carried by the notebook itself, so Colab and Jupyter show it without the
+   repository around it, and so does the book (Sphinx writes data: images into the page as they are).
+   The title keeps the figure's name, so a later run refreshes the image. Not SVG, and not a cell
+   attachment: Colab shows neither in markdown.
 
 Running it twice changes nothing the second time. tests/test_colab_sync.py fails when a committed
 notebook is out of date with it.
@@ -31,8 +33,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("chapters", "practise")
 SETUP_TAG = "colab-setup"
-# ![alt](../figures/generated/NAME.svg) or ![alt](attachment:NAME.svg)
-FIGURE_LINK = re.compile(r"(!\[[^\]]*\]\()(?:\.\./figures/generated/|attachment:)([A-Za-z0-9_.\-]+\.svg)(\))")
+# ![alt](../figures/generated/NAME.svg), or what this script made of it: ![alt](data:image/png;base64,... "NAME.svg")
+FIGURE_LINK = re.compile(r'(!\[[^\]]*\]\()(?:\.\./figures/generated/([A-Za-z0-9_.\-]+\.svg)'
+                         r'|data:image/png;base64,[A-Za-z0-9+/=]* "([A-Za-z0-9_.\-]+\.svg)")(\))')
 HTML_FIGURE = re.compile(r"<img[^>]*src=[\"'](?:\.\./)?figures/generated/")
 
 SETUP_TEMPLATE = '''\
@@ -80,20 +83,16 @@ def sync_notebook(nb, url: str, figures: Path, name: str) -> list[str]:
             continue
         if HTML_FIGURE.search(cell.source):
             problems.append(f"{name}: an <img> of figures/generated; write the diagram as ![alt](../figures/generated/NAME.svg)")
-        names = [match.group(2) for match in FIGURE_LINK.finditer(cell.source)]
-        attachments = {key: value for key, value in (cell.get("attachments") or {}).items() if key not in names
-                       and not key.endswith(".svg")}          # keep attachments that are not our diagrams
-        for figure in names:
-            path = figures / figure
-            if not path.exists():
-                problems.append(f"{name}: {figure} is not in {figures} (does a figures/ script draw it?)")
-                continue
-            attachments[figure] = {"image/svg+xml": base64.b64encode(path.read_bytes()).decode("ascii")}
-        cell.source = FIGURE_LINK.sub(r"\1attachment:\2\3", cell.source)
-        if attachments:
-            cell["attachments"] = dict(sorted(attachments.items()))
-        else:
-            cell.pop("attachments", None)
+        def inline(match):
+            figure = match.group(2) or match.group(3)
+            png = figures / figure.replace(".svg", ".png")
+            if not png.exists():
+                problems.append(f"{name}: {png.name} is not in {figures} (does a figures/ script draw {figure}?)")
+                return match.group(0)
+            data = base64.b64encode(png.read_bytes()).decode("ascii")
+            return f'{match.group(1)}data:image/png;base64,{data} "{figure}"{match.group(4)}'
+
+        cell.source = FIGURE_LINK.sub(inline, cell.source)
     return problems
 
 

@@ -200,7 +200,7 @@ def test_chapter_12_attention_table_fits_a_wide_screen(tmp_path):
 TINY_PAGE = {
     "cells": [
         {"cell_type": "markdown", "id": "title", "metadata": {},
-         "source": "# Page {name}\n\n## First section\n\nSome text.\n\n## Second section\n\nMore text.\n"},
+         "source": "# Page {name}\n\n## First section\n\nSome text.\n\n{diagram}\n\n## Second section\n\nMore text.\n"},
         {"cell_type": "code", "id": "code", "metadata": {}, "execution_count": None, "outputs": [],
          "source": "print('hello')"},
     ],
@@ -230,9 +230,23 @@ def tiny_book(tmp_path_factory):
                                    "      - file: chapters/one\n      - file: chapters/two\n")
     (book / "intro.md").write_text("# A tiny book\n\nTwo pages.\n")
     (book / "chapters").mkdir()
+    # a diagram the way scripts/sync_notebooks.py writes it into a notebook: inline PNG data, named in the title
+    import base64
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 1))
+    ax.plot([0, 1], [0, 1])
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    plt.close(fig)
+    diagram = f'![A tiny diagram](data:image/png;base64,{base64.b64encode(png.getvalue()).decode()} "tiny.svg")'
     for name in ("one", "two"):
         page = json.loads(json.dumps(TINY_PAGE))
-        page["cells"][0]["source"] = page["cells"][0]["source"].format(name=name)
+        page["cells"][0]["source"] = page["cells"][0]["source"].format(name=name, diagram=diagram)
         (book / "chapters" / f"{name}.ipynb").write_text(json.dumps(page))
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     proc = subprocess.run([str(jupyter_book), "build", "-W", "--keep-going", str(book)], capture_output=True, text=True)
@@ -306,3 +320,13 @@ def test_laptop_collapse_button_hides_and_shows_the_chapter_list(tiny_book, tmp_
     states = [dataset(result.dom, key) for key in ("before", "after-one", "after-two")]
     assert states == ["visible", "hidden", "visible"], states
     assert dataset(result.dom, "dialog") == "false", "at 1280 px the button collapses the list, no panel opens"
+
+
+def test_a_diagram_carried_by_the_notebook_shows_in_the_book(tiny_book):
+    js = """setTimeout(function () {
+      var img = document.querySelector('article img[alt="A tiny diagram"]');
+      document.body.dataset.diagram = img ? (img.complete && img.naturalWidth > 0) : 'missing';
+    }, 500);"""
+    result = open_in_browser(tiny_book / "chapters" / "one.html", js=js, width=1000, height=800)
+    assert not result.errors, result.errors
+    assert dataset(result.dom, "diagram") == "true"

@@ -7,8 +7,9 @@ Then every notebook below is copied alone into an empty folder and run top to bo
 commands of its own setup cell, run as written except that the repository address is replaced by this
 clone (git+file://, so the committed tree is what gets installed). Checked for each: no error, no
 `findfont` line, at most a few lines on stderr, every image in its markdown carried by the notebook
-(an attachment), and that installing llmlab kept the stack's own versions (Colab's ipywidgets 7
-must not be replaced).
+in a form Colab shows (inline PNG or JPEG data: Colab shows neither SVG nor cell attachments in
+markdown), every image of the rendered notebook loaded, and that installing llmlab kept the stack's
+own versions (Colab's ipywidgets 7 must not be replaced).
 
 The stack (not llmlab) is kept in _build/colab-stack/<key>/, keyed by the stack (which reads the
 lowest transformers from pyproject.toml), so a second run only reinstalls llmlab; the converted
@@ -83,23 +84,20 @@ def setup_cell_commands(notebook: Path) -> list[list[str]]:
 
 
 def markdown_images(nb) -> list[tuple[str, bool]]:
-    """(reference, carried by the notebook) for every image of every markdown cell."""
+    """(reference, shown in a lone notebook in Colab) for every image of every markdown cell."""
     found = []
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         refs = re.findall(r"!\[[^\]]*\]\(([^)\s]+)", cell.source) + re.findall(r"<img[^>]*src=[\"']([^\"']+)", cell.source)
-        for ref in refs:
-            carried = ref.startswith("data:image/") or (
-                ref.startswith("attachment:") and ref.removeprefix("attachment:") in (cell.get("attachments") or {}))
-            found.append((ref, carried))
+        found += [(ref[:60], ref.startswith(("data:image/png;base64,", "data:image/jpeg;base64,"))) for ref in refs]
     return found
 
 
 def test_markdown_images_must_be_carried():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("![a](attachment:a.svg) ![b](../figures/b.svg)")])
-    nb.cells[0]["attachments"] = {"a.svg": {"image/svg+xml": ""}}
-    assert markdown_images(nb) == [("attachment:a.svg", True), ("../figures/b.svg", False)]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        '![a](data:image/png;base64,iVBO "a.svg") ![b](../figures/b.svg) ![c](attachment:c.png) ![d](data:image/svg+xml;base64,PD)')])
+    assert [carried for _, carried in markdown_images(nb)] == [True, False, False, False]
 
 
 def test_the_set_has_what_it_rehearses():

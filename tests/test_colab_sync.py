@@ -1,9 +1,9 @@
 """Notebooks that work opened alone, and one repository address everywhere.
 
 scripts/sync_notebooks.py writes every notebook's setup cell from _config.yml's repository address and
-puts the diagrams into the notebooks (markdown-cell attachments). Checked here: the committed notebooks
-are what it writes, it changes nothing when run twice, the book shows the attached diagrams, and the
-README, pyproject.toml and the setup cells give the same address as _config.yml.
+puts the diagrams into the notebooks (inline PNG data). Checked here: the committed notebooks are what
+it writes, it changes nothing when run twice, and the README, pyproject.toml and the setup cells give
+the same address as _config.yml. (tests/test_book_browser.py checks that the book shows such an image.)
 """
 import base64
 import importlib.util
@@ -28,8 +28,8 @@ URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 def figures():
     """figures/generated/, drawn by the figure scripts if `make figures` has not drawn it."""
     folder = ROOT / "figures" / "generated"
-    wanted = {p.stem + ".svg" for p in (ROOT / "figures").glob("ch*.py")}
-    if not folder.is_dir() or not wanted <= {p.name for p in folder.glob("*.svg")}:
+    wanted = {p.stem + ".png" for p in (ROOT / "figures").glob("ch*.py")}
+    if not folder.is_dir() or not wanted <= {p.name for p in folder.glob("*.png")}:
         sync.draw_figures(ROOT)
     return folder
 
@@ -53,7 +53,7 @@ def make_copy(tmp_path, figures) -> Path:
     (copy / "practise").mkdir()
     shutil.copy(ROOT / "_config.yml", copy)
     shutil.copytree(figures, copy / "figures" / "generated")
-    svg = sorted(figures.glob("*.svg"))[0].name
+    svg = sorted(figures.glob("*.png"))[0].stem + ".svg"
     setup = nbformat.v4.new_code_cell("# an old setup cell\n%pip install llmlab")
     setup.metadata["tags"] = ["colab-setup", "hide-cell"]
     text = nbformat.v4.new_markdown_cell(f"# Title\n\n![A diagram](../figures/generated/{svg})\n\nText.")
@@ -62,7 +62,7 @@ def make_copy(tmp_path, figures) -> Path:
     return copy
 
 
-def test_sync_attaches_diagrams_and_writes_the_setup_cell_once(tmp_path, figures, capsys):
+def test_sync_inlines_diagrams_and_writes_the_setup_cell_once(tmp_path, figures, capsys):
     copy = make_copy(tmp_path, figures)
     assert sync.main(["--root", str(copy), "--check"]) == 1             # the old form is out of date
     assert sync.main(["--root", str(copy), "--no-figures"]) == 0
@@ -73,9 +73,9 @@ def test_sync_attaches_diagrams_and_writes_the_setup_cell_once(tmp_path, figures
     nb = nbformat.reads(first, as_version=4)
     assert nb.cells[0].source == sync.setup_source(URL)
     assert nb.cells[0].metadata["tags"] == ["colab-setup", "hide-cell"]
-    [name] = re.findall(r"\(attachment:([^)]+)\)", nb.cells[1].source)
-    data = nb.cells[1].attachments[name]["image/svg+xml"]
-    assert base64.b64decode(data) == (figures / name).read_bytes()
+    [(data, name)] = re.findall(r'!\[A diagram\]\(data:image/png;base64,([^ ]+) "([^"]+)"\)', nb.cells[1].source)
+    assert base64.b64decode(data) == (figures / name.replace(".svg", ".png")).read_bytes()
+    assert nb.cells[1].source.endswith("\n\nText.")
 
 
 def test_sync_refuses_a_diagram_no_script_draws(tmp_path, figures, capsys):
@@ -84,40 +84,7 @@ def test_sync_refuses_a_diagram_no_script_draws(tmp_path, figures, capsys):
     nb.cells[1].source += "\n\n![Missing](../figures/generated/ch99_nothing.svg)"
     nbformat.write(nb, copy / "chapters" / "01_x.ipynb")
     assert sync.main(["--root", str(copy), "--no-figures"]) == 1
-    assert "ch99_nothing.svg" in capsys.readouterr().err
-
-
-def test_the_book_shows_the_attached_diagram(tmp_path, figures):
-    """_ext/llmlab_attachments.py turns `attachment:` into a data: URI of the notebook's own bytes."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "_ext"))
-    import llmlab_attachments
-    from docutils import nodes
-    from docutils.utils import new_document
-    from docutils.frontend import get_default_settings
-    from docutils.parsers.rst import Parser
-
-    copy = make_copy(tmp_path, figures)
-    assert sync.main(["--root", str(copy), "--no-figures"]) == 0
-    path = copy / "chapters" / "01_x.ipynb"
-    name = sorted(figures.glob("*.svg"))[0].name
-    doctree = new_document("x", get_default_settings(Parser))
-    doctree += nodes.image(uri=f"attachment:{name}")
-
-    class Env:
-        docname = "chapters/01_x"
-
-        def doc2path(self, docname):
-            return str(path)
-
-    class App:
-        env = Env()
-
-    llmlab_attachments.resolve_attachments(App(), doctree)
-    [image] = list(doctree.findall(nodes.image))
-    assert image["uri"].startswith("data:image/svg+xml;base64,")
-    assert base64.b64decode(image["uri"].split(",", 1)[1]) == (figures / name).read_bytes()
+    assert "ch99_nothing.png" in capsys.readouterr().err
 
 
 def test_one_repository_address():
