@@ -17,7 +17,7 @@ STAGES = [
     ("text", '"The capital\nof France is"', "#eeeeee"),
     ("tokenizer", "text → ids", "#fde2a7"),
     ("embedding", "id → row of\na (V, d) table", "#b9e3c6"),
-    ("block 1 … N", "attention + FFN\n(mix, then think)", "#c6dbf7"),
+    ("block 0 … N−1", "attention + FFN\n(mix, then think)", "#c6dbf7"),
     ("final norm", "RMSNorm", "#e3d1f7"),
     ("LM head", "(d → V) matrix", "#f7c6d0"),
     ("softmax", "scores →\nprobabilities", "#f7dcc6"),
