@@ -12,8 +12,10 @@ How the weights stay small *and* exact:
   inside a block:  x @ w^T = MatMulNBits(x) + blocksum(x) @ (8 d + m)^T, where blocksum adds
   x's 32 entries of each block. Only the nibbles are reordered (GGUF puts elements j and j+16
   in one byte, MatMulNBits elements 2i and 2i+1); the numbers are the file's.
-- The Q8_0 token embedding (tied to the LM head): int8 integers and one scale per 32, expanded
-  to float32 by the graph when the session starts (113 MB, once).
+- The Q8_0 token embedding (tied to the LM head): int8 integers q and one scale d per 32, stored
+  as q + 128 (uint8). The embedding gathers rows and computes (u - 128) d; the LM head is
+  ``MatMulNBits`` with 8 bits, whose default zero point is 128, so it computes the same numbers
+  without ever expanding the 49152 x 576 table to float32.
 - llama.cpp's permuted rows of W_q and W_k are put back (``llmlab.gguf.unpermute_qk``): whole
   rows of blocks move, no number changes.
 
@@ -187,10 +189,13 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
     causal = np.triu(np.full((MAX_TOKENS, MAX_TOKENS), -np.inf, np.float32), k=1)     # 0 on and below the diagonal
     mask = g.op("Slice", g.const("causal", causal), g.ints(0, 0), g.op("Concat", shape, shape, axis=0), g.ints(0, 1))
 
-    # Token embedding: gather int8 rows and their scales, multiply (exactly the file's numbers).
+    # Token embedding: gather 8-bit rows and their scales, multiply (exactly the file's numbers). The
+    # integers are stored shifted by 128 (uint8), the form MatMulNBits reads for the LM head below.
     emb_q, emb_d = q8_0_parts(tensors["token_embd.weight"])                           # (V, nb, 32), (V, nb, 1)
-    emb_q_name, emb_d_name = g.const("embed_q", emb_q), g.const("embed_d", emb_d)
-    rows = g.op("Mul", g.op("Cast", g.op("Gather", emb_q_name, "input_ids"), to=1),
+    emb_u = (emb_q.astype(np.int16) + 128).astype(np.uint8)                           # q + 128, in 0..255
+    emb_u_name, emb_d_name = g.const("embed_u", emb_u), g.const("embed_d", emb_d)
+    shifted = g.op("Cast", g.op("Gather", emb_u_name, "input_ids"), to=1)             # (T, nb, 32)
+    rows = g.op("Mul", g.op("Sub", shifted, g.scalar(128.0)),
                 g.op("Cast", g.op("Gather", emb_d_name, "input_ids"), to=1))           # (T, nb, 32)
     x = g.op("Reshape", rows, g.ints(-1, D))                                           # (T, D)
 
@@ -225,9 +230,10 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
     # The logit lens and the model's output are one readout: final norm, then the tied LM head.
     resid = g.op("Concat", *lens_rows, axis=0)                                         # (L+1, D)
     normed = rms_norm(g, resid, norm_weight("output_norm.weight"), c.norm_eps)
-    table = g.op("Reshape", g.op("Mul", g.op("Cast", emb_q_name, to=1), g.op("Cast", emb_d_name, to=1)),
-                 g.ints(-1, D))                                                        # (V, D) float32
-    all_logits = g.op("Gemm", normed, table, transB=1)                                 # (L+1, V)
+    V, nb = emb_u.shape[0], emb_u.shape[1]
+    scales = g.op("Reshape", g.op("Cast", emb_d_name, to=1), g.ints(V * nb))
+    all_logits = g.op("MatMulNBits", normed, emb_u_name, scales, domain="com.microsoft",
+                      K=D, N=V, bits=8, block_size=32)                                 # (L+1, V): (u - 128) d
     all_probs = g.op("Softmax", all_logits, axis=-1)
     g.op("TopK", all_probs, g.ints(LENS_K), axis=-1, outputs=["lens_probs", "lens_ids"])
     final = g.const("final_row", np.array(c.n_layers, dtype=np.int64))                # a scalar index
