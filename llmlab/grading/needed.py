@@ -29,6 +29,7 @@ and so does every cell before it; inside a function, every cell runs. A cell wit
 from __future__ import annotations
 
 import ast
+import functools
 import symtable
 
 from llmlab.grading.assign import check_ids
@@ -196,6 +197,7 @@ def _parents(tree) -> dict:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
+@functools.lru_cache(maxsize=1024)
 def _python(source: str) -> str:
     """A cell's source as Python (IPython's %magics and !commands become calls of get_ipython())."""
     try:
@@ -222,7 +224,8 @@ def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str]
         for node in ast.walk(_tree(s) or ast.Module(body=[], type_ignores=[])):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    modules = {n for n in imported if not any(_assigns(s, n) for s in sources)}
+    rebound = set().union(*(_bound_names(s) for s in sources))
+    modules = set() if "*" in rebound else imported - rebound
     cells = [_Cell(s, modules) for s in sources]
     if any(c.dynamic_later for c in cells):
         return set()        # a function that reads names by string may read any of them
@@ -245,17 +248,13 @@ def cells_to_skip(sources: list[str], instructor: set[str], run_tagged: set[str]
     return skip
 
 
-def _assigns(source: str, name: str) -> bool:
-    """True when `source` binds `name` other than by an import."""
+def _bound_names(source: str) -> set[str]:
+    """The names `source` binds other than by an import (every name, "*", where it cannot be parsed)."""
     tree = _tree(source)
     if tree is None:
-        return True
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, (ast.Store, ast.Del)):
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-    return False
+        return {"*"}
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))} \
+        | {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 NOT_RUN = "(not run when graded: no exercise needs what this cell makes)\n"
