@@ -83,10 +83,13 @@ def main():
     print(f"graded in {seconds:.0f} s: {per_minute:.1f} submissions per minute, "
           f"{per_minute / min(jobs, default_jobs()):.2f} per minute per core")
     print(f"a class of 100 would take {100 / per_minute:.1f} minutes here")
-    print(f"CPU time: {cpu / args.students:.1f} s per submission (grader, workers and the kernels they reaped), "
-          f"so about {100 * cpu / args.students / 60 / default_jobs():.1f} minutes for 100 on {default_jobs()} idle cores")
+    cpu += sum(p.get("kernel cpu", 0) for p in phases)
+    print(f"CPU time: {cpu / args.students:.1f} s per submission (grader, its workers, the kernels), so about "
+          f"{100 * cpu / args.students / 60 / min(jobs, default_jobs()):.1f} minutes for 100 on "
+          f"{min(jobs, default_jobs())} cores no one else uses")
     if phases:
         mean = {k: sum(p.get(k, 0) for p in phases) / len(phases) for k in ("kernel start", "cells", "checks")}
+        mean["of which kernel CPU"] = sum(p.get("kernel cpu", 0) for p in phases) / len(phases)
         skipped = sum(p.get("skipped", 0) for p in phases) / len(phases)
         print("one submission, on average: " + ", ".join(f"{k} {v:.1f} s" for k, v in mean.items())
               + f"; {skipped:.0f} cells not run" + (" (--run-every-cell)" if args.run_every_cell else ""))

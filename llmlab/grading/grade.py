@@ -41,7 +41,7 @@ from llmlab.exercises.core import set_hidden_salt
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, _TimeUp
 from llmlab.grading.needed import NOT_RUN, plan
 from llmlab.grading.remote import INTERRUPT_GRACE, BadAnswer, Kernel, KernelGone, RemoteLearner
-from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, descendants, kernel_manager_class,
+from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, cpu_seconds, descendants, kernel_manager_class,
                                     kill_new_descendants, sandbox_problem, say_containment, set_subreaper)
 from llmlab.grading.submissions import Submission, cell_label, parse
 
@@ -84,7 +84,7 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
     nb = sub.notebook
     skip = plan(nb, instructor)
     info["skipped"] = sorted(skip)
-    info["phases"] = phases = {}   # seconds: kernel start, cells, checks
+    info["phases"] = phases = {}   # seconds: kernel start, cells, checks; CPU seconds of the kernel's processes
     box = Box(sandboxed, threads)
     info["sandbox"] = str(box.root)
     before = descendants()
@@ -130,6 +130,7 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
                     info["results"][ex] = run_check(ex, RemoteLearner(kernel, ex, call_limit), partial=True)
                 except (KernelGone, BadAnswer) as e:
                     info["results"][ex] = CheckResult(ex, "error", f"not graded: {e}")
+            phases["kernel cpu"] = cpu_seconds(descendants() - before)
     except DeadKernelError as e:
         info.update(status="dead-kernel", stopped_at=state["cell"],
                     detail=f"the kernel died in cell {cell_label(state['cell'])} ({str(e)[:200]})")

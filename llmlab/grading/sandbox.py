@@ -200,6 +200,19 @@ def descendants(pid: int | None = None) -> set[int]:
     return found
 
 
+def cpu_seconds(pids) -> float:
+    """CPU seconds the processes `pids` have used so far (with their children they waited for), from /proc."""
+    total = 0
+    for pid in pids:
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+            fields = text[text.rindex(")") + 2:].split()
+            total += sum(int(f) for f in fields[11:15])   # utime, stime, cutime, cstime
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def kill_new_descendants(before: set[int]) -> int:
     """SIGKILL every descendant of this process not in `before`, until none is left; reap them."""
     killed = 0
