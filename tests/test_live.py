@@ -9,8 +9,7 @@ import pytest
 import torch
 
 import llmlab
-from llmlab.inspection.capture import capture
-from llmlab.inspection.lens import logit_lens
+from llmlab.inspection import capture, logit_lens
 from llmlab.live import LIVE_OUTPUTS, MAX_TOKENS, export_onnx, run_onnx
 from llmlab.live.export import CHUNK_BYTES
 from llmlab.live.site import decode_15bit, encode_15bit

@@ -13,8 +13,7 @@ import pytest
 import torch
 
 import llmlab
-from llmlab.inspection.capture import capture
-from llmlab.inspection.lens import logit_lens
+from llmlab.inspection import capture, logit_lens
 from llmlab.visualization import show_token_ids
 from live_driver import Chromium, PageError, static_server
 

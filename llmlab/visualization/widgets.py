@@ -225,8 +225,7 @@ def token_similarity(model, tokenizer, prompt_a: str, prompt_b: str, token_a=-1,
     Returns {"layers": ["embed", "block 0", ...], "pair": (L+1,), "baseline": (L+1,) mean,
     "low"/"high": (L+1,) 5th and 95th percentiles of the baseline pairs, "tokens": the two chosen tokens}.
     """
-    from llmlab.inspection.capture import capture
-    from llmlab.inspection.similarity import cosine_matrix
+    from llmlab.inspection import capture, cosine_matrix
 
     streams, chosen = [], []
     for prompt, token in ((prompt_a, token_a), (prompt_b, token_b)):
