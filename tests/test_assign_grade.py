@@ -750,13 +750,11 @@ def test_the_sandbox_keeps_torch_threads_from_spinning(monkeypatch):
 def test_side_by_side_kernels_share_the_cores(monkeypatch):
     """With --jobs N each kernel (and each worker's own torch) gets the cores / N threads, so two jobs
     on two cores do not run four threads; an OMP_NUM_THREADS the instructor set wins."""
-    from llmlab.grading import grade as grading
-    from llmlab.grading.sandbox import Box
+    from llmlab.grading.sandbox import Box, job_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    monkeypatch.setattr(grading, "default_jobs", lambda: 8)
-    assert (grading.job_threads(1), grading.job_threads(2), grading.job_threads(3), grading.job_threads(16)) == \
-        (None, 4, 2, 1)
+    assert (job_threads(1, 8), job_threads(2, 8), job_threads(3, 8), job_threads(16, 8), job_threads(2, 2)) == \
+        (None, 4, 2, 1, 1)
     box = Box(sandboxed=False, threads=4)
     try:
         assert box.env()["OMP_NUM_THREADS"] == "4" and box.env()["MKL_NUM_THREADS"] == "4"
@@ -765,7 +763,7 @@ def test_side_by_side_kernels_share_the_cores(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     box = Box(sandboxed=False)
     try:
-        assert grading.job_threads(2) is None and box.env()["OMP_NUM_THREADS"] == "3"
+        assert job_threads(2, 8) is None and box.env()["OMP_NUM_THREADS"] == "3"
     finally:
         box.remove()
 

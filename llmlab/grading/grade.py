@@ -39,10 +39,11 @@ from pathlib import Path
 from llmlab.exercises import run_check
 from llmlab.exercises.core import set_hidden_salt
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, _TimeUp
-from llmlab.grading.needed import NOT_RUN, plan
+from llmlab.grading.needed import NOT_RUN, assigned_cells, plan
 from llmlab.grading.remote import INTERRUPT_GRACE, BadAnswer, Kernel, KernelGone, RemoteLearner
-from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, cpu_seconds, descendants, kernel_manager_class,
-                                    kill_new_descendants, sandbox_problem, say_containment, set_subreaper)
+from llmlab.grading.sandbox import (NO_SANDBOX, Box, SandboxUnavailable, cpu_seconds, descendants, job_threads,
+                                    kernel_manager_class, kill_new_descendants, sandbox_problem, say_containment,
+                                    set_subreaper)
 from llmlab.grading.submissions import Submission, cell_label, parse
 
 CALL_LIMIT = DEFAULT_TIME_LIMIT  # seconds for one call of a learner's function, timed by the grader
@@ -191,14 +192,6 @@ def _start_worker(salt: int, threads: int | None = None) -> None:
         import torch
         torch.set_num_threads(threads)
 
-
-def job_threads(jobs: int) -> int | None:
-    """Compute threads for each of `jobs` side-by-side submissions: the cores shared out (at least 1),
-    so N jobs do not run N times the cores' threads; None for one job, or where the instructor
-    set OMP_NUM_THREADS (then every kernel gets that)."""
-    if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
-        return None
-    return max(1, default_jobs() // jobs)
 
 
 def default_title(assignment) -> str:
@@ -361,17 +354,6 @@ def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, 
     return files
 
 
-def assigned_cells(assignment):
-    """needed.instructor_cells of the assigned notebook(s); None without an assignment."""
-    import nbformat
-
-    from llmlab.grading.assign import notebook_paths
-    from llmlab.grading.needed import instructor_cells
-
-    paths = notebook_paths([assignment]) if assignment else []
-    return instructor_cells([nbformat.read(p, as_version=4) for p in paths]) if paths else None
-
-
 def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verbose, instructor=None) -> list:
     """Grade every submission, `jobs` at a time; [(submission, info)] in the order of `subs`."""
     def said(sub, info):
@@ -396,7 +378,7 @@ def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verb
             if reaper:
                 set_subreaper(False)
     done = [None] * len(subs)
-    threads = job_threads(jobs)
+    threads = job_threads(jobs, default_jobs())
     with ProcessPoolExecutor(jobs, mp_context=get_context("spawn"), initializer=_start_worker,
                              initargs=(salt, threads)) as pool:
         futures = {pool.submit(grade_one, sub, ids, timeout, kernel, sandboxed, call_limit, instructor, threads): i

@@ -260,6 +260,16 @@ def _bound_names(source: str) -> set[str]:
 NOT_RUN = "(not run when graded: no exercise needs what this cell makes)\n"
 
 
+def assigned_cells(assignment):
+    """instructor_cells of the assigned notebook (or folder of notebooks); None without an assignment."""
+    import nbformat
+
+    from llmlab.grading.assign import notebook_paths
+
+    paths = notebook_paths([assignment]) if assignment else []
+    return instructor_cells([nbformat.read(p, as_version=4) for p in paths]) if paths else None
+
+
 def plan(nb, instructor: tuple[set[str], set[str], set[str]] | None) -> set[int]:
     """Indices into nb.cells of the code cells grade skips in submission `nb` (none without an assignment)."""
     if not instructor or not instructor[0]:

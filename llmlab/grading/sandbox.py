@@ -200,6 +200,15 @@ def descendants(pid: int | None = None) -> set[int]:
     return found
 
 
+def job_threads(jobs: int, cores: int) -> int | None:
+    """Compute threads for each of `jobs` side-by-side submissions: the cores shared out (at least 1),
+    so N jobs do not run N times the cores' threads; None for one job, or where the instructor
+    set OMP_NUM_THREADS (then every kernel gets that)."""
+    if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return None
+    return max(1, cores // jobs)
+
+
 def cpu_seconds(pids) -> float:
     """CPU seconds the processes `pids` have used so far (with their children they waited for), from /proc."""
     total = 0
