@@ -1111,7 +1111,7 @@ def _wrong_source(exercise: str):
 def test_a_chapter_graded_without_its_unneeded_cells_keeps_every_verdict(path):
     """Graded against its student copy, a chapter skips the cells no exercise needs; its reference
     solutions still pass every exercise, and a wrong answer still fails."""
-    from llmlab.grading.needed import instructor_cells
+    from llmlab.grading.needed import NOT_RUN, instructor_cells
 
     source = nbformat.read(path, as_version=4)
     student, ids = student_copy(source)
@@ -1121,6 +1121,7 @@ def test_a_chapter_graded_without_its_unneeded_cells_keeps_every_verdict(path):
     info = run_submission(sub, ids, timeout=600, instructor=instructor)
     assert info["status"] == "ok", info["detail"]
     assert info["skipped"], "every cell ran: the chapter's figures and measurements should not be needed"
+    assert all(sub.notebook.cells[i].outputs[0]["text"] == NOT_RUN for i in info["skipped"])   # the kept notebook says so
     assert {ex: r.status for ex, r in info["results"].items()} == dict.fromkeys(ids, "pass"), \
         {ex: r.message for ex, r in info["results"].items()}
 
