@@ -18,9 +18,14 @@ def mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> t
     """Mean of `values` (one number per prompt) and a bootstrap confidence interval for it.
 
     Resample the values with replacement n_boot times; the interval holds the middle `level` of
-    the resampled means. Returns (mean, low, high).
+    the resampled means. Returns (mean, low, high). The values may be a list, an array or a tensor
+    on any device.
     """
-    values = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if isinstance(values, torch.Tensor):
+        values = values.detach()
+    else:                        # a list or array, possibly of 0-d tensors living on a GPU
+        values = [float(v) for v in (values.flatten() if hasattr(values, "flatten") else values)]
+    values = torch.as_tensor(values).to("cpu", torch.float64).flatten()   # resampled on the CPU, whatever the device
     if values.numel() < 2:
         raise ValueError(f"mean_ci needs at least 2 values (one per prompt) to resample; got {values.numel()}.")
     if not 0 < level < 1:

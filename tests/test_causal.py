@@ -256,3 +256,16 @@ def test_induction_scores_by_hand():
     assert induction_chance(L) == pytest.approx(sum(1 / (t + 1) for t in range(L, 2 * L - 1)) / (L - 1))
     with pytest.raises(ValueError, match="length"):
         induction_scores(model, length=1)
+
+
+def test_mean_ci_takes_lists_arrays_and_tensors_alike():
+    """Chapters pass a list of 0-d tensors (possibly on a GPU), an array or a tensor: the same interval."""
+    import numpy as np
+
+    from llmlab.stats import mean_ci
+
+    values = [0.3, 1.2, 0.7, 2.0, 0.1]
+    expected = mean_ci(values)
+    assert mean_ci(torch.tensor(values, requires_grad=True)) == expected
+    assert mean_ci([torch.tensor(v) for v in values]) == expected
+    assert mean_ci(np.array(values)) == expected
