@@ -11,8 +11,9 @@ in a form Colab shows (inline PNG or JPEG data: Colab shows neither SVG nor cell
 markdown), every image of the rendered notebook loaded, and that installing llmlab kept the stack's
 own versions (Colab's ipywidgets 7 must not be replaced).
 
-The stack (not llmlab) is kept in _build/colab-stack/<key>/, keyed by the stack (which reads the
-lowest transformers from pyproject.toml), so a second run only reinstalls llmlab; the converted
+The stack (not llmlab) is kept in ~/.cache/llmlab-colab-stack/<key>/ ($LLMLAB_COLAB_STACK), keyed by the
+stack (which reads the lowest transformers from pyproject.toml) and outside the checkout, so a second run,
+from any clone, only reinstalls llmlab; the converted
 models are the book's own (~/.cache/llmlab or $LLMLAB_CACHE). LLMLAB_COLAB_TIMING=1 starts from an empty model cache and prints
 the time from "open in Colab" to the first real cell: the setup cell's installs plus the conversion
 of the two models.
@@ -116,7 +117,8 @@ def test_setup_commands_point_at_this_clone():
 def colab(tmp_path_factory):
     """(python of the rehearsal environment, environment variables, the versions before llmlab)."""
     key = hashlib.sha256(json.dumps([stack(), sys.version]).encode()).hexdigest()[:12]
-    base = ROOT / "_build" / "colab-stack"
+    # Outside the checkout, like the converted models: a fresh clone on the same machine reuses the stack.
+    base = Path(os.environ.get("LLMLAB_COLAB_STACK") or Path.home() / ".cache" / "llmlab-colab-stack")
     home = base / key
     # The converted models do not depend on the stack: the book's own cache (make models) is reused,
     # unless LLMLAB_COLAB_TIMING=1 asks for a fresh one, to time the conversions a new Colab session does.
