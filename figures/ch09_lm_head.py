@@ -27,6 +27,14 @@ def arrow(ax, start, end, text=""):
         ax.text((start[0] + end[0]) / 2, start[1] - 0.12, text, ha="center", va="top", fontsize=7, color="#333333")
 
 
+def bars(ax, x0, values, scale, colour, fmt):
+    """One horizontal bar per candidate token, its value written at its end."""
+    for r, v in enumerate(values):
+        y = 2.6 - r * 0.4
+        ax.add_patch(Rectangle((x0, y), scale * v, 0.36, facecolor=colour, edgecolor="white"))
+        ax.text(x0 + scale * v + 0.05, y + 0.18, fmt.format(v), va="center", fontsize=7)
+
+
 def main():
     fig, ax = plt.subplots(figsize=(10, 3.6))
     # h: the final vector
@@ -43,18 +51,12 @@ def main():
     ax.text(2.1, 0.2, "... V rows", ha="center", fontsize=7)
     arrow(ax, (3.0, 1.8), (3.6, 1.8), "row · h\nfor\nevery row")
     # logits
-    for r, z in enumerate(LOGITS):
-        y = 2.6 - r * 0.4
-        ax.add_patch(Rectangle((3.7, y), 0.08 * z, 0.36, facecolor=LOGIT, edgecolor="white"))
-        ax.text(3.7 + 0.08 * z + 0.05, y + 0.18, f"{z:.1f}", va="center", fontsize=7)
+    bars(ax, 3.7, LOGITS, 0.08, LOGIT, "{:.1f}")
     ax.text(4.4, 3.15, "logits z", ha="center", fontsize=8)
     arrow(ax, (5.4, 1.8), (6.0, 1.8), "softmax\n(z / τ)")
     probs = np.exp(LOGITS - LOGITS.max())
     probs /= probs.sum()
-    for r, p in enumerate(probs):
-        y = 2.6 - r * 0.4
-        ax.add_patch(Rectangle((6.1, y), 2.2 * p, 0.36, facecolor=PROB, edgecolor="white"))
-        ax.text(6.1 + 2.2 * p + 0.05, y + 0.18, f"{p:.2f}", va="center", fontsize=7)
+    bars(ax, 6.1, probs, 2.2, PROB, "{:.2f}")
     ax.text(7.0, 3.15, "probabilities", ha="center", fontsize=8)
     arrow(ax, (8.5, 1.8), (9.1, 1.8), "top-k\ntop-p")
     for r, p in enumerate(probs):
