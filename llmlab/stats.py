@@ -23,9 +23,12 @@ def mean_ci(values, n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> t
     """
     if isinstance(values, torch.Tensor):
         values = values.detach()
-    else:                        # a list or array, possibly of 0-d tensors living on a GPU
-        values = [float(v) for v in (values.flatten() if hasattr(values, "flatten") else values)]
-    values = torch.as_tensor(values).to("cpu", torch.float64).flatten()   # resampled on the CPU, whatever the device
+    else:
+        try:                     # a list (nested or not) or an array
+            values = torch.as_tensor(values, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):   # e.g. a list of 0-d tensors living on a GPU
+            values = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    values = values.to("cpu", torch.float64).flatten()   # resampled on the CPU, whatever the device
     if values.numel() < 2:
         raise ValueError(f"mean_ci needs at least 2 values (one per prompt) to resample; got {values.numel()}.")
     if not 0 < level < 1:
