@@ -698,6 +698,77 @@ WRONG += [("restore_one", restore_one_pre, ["ENTERS block"]),
           ("logit_shares", logit_shares_own_rms, ["its OWN rms"]),
           ("logit_shares", logit_shares_no_weight, ["norm_weight"])]
 
+# Chapter 16's build-it exercise: activation patching of one attention head.
+def _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong, point="attn.z", index=None,
+                swapped=False, measure="fraction"):
+    from llmlab.inspection import capture, hook_name, hooks
+    name = hook_name(layer, point)
+    source, target = (corrupt_ids, clean_ids) if swapped else (clean_ids, corrupt_ids)
+    _, cache = capture(model, None, source, names=[name])
+    where = index if index is not None else (slice(None), position, head)
+
+    def put_back(x):
+        x = x.clone()
+        x[where] = cache[name][where]
+        return x
+
+    def diff(ids, fns=None):
+        with torch.no_grad(), hooks(model, fns or {}):
+            last = model(ids)[0, -1]
+        return last[answer] - last[wrong]
+
+    clean, corrupt = diff(clean_ids), diff(corrupt_ids)
+    patched = diff(target, {name: put_back})
+    if measure == "raw":
+        return patched
+    if measure == "over_clean":
+        return patched / clean
+    return (patched - corrupt) / (clean - corrupt)
+
+
+def patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong)
+
+
+def patch_head_whole_block(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong, point="resid_post",
+                       index=(slice(None), position))
+
+
+def patch_head_after_o_proj(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    hd = model.config.head_dim
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong, point="attn_out",
+                       index=(slice(None), position, slice(head * hd, (head + 1) * hd)))
+
+
+def patch_head_kv_index(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    group = model.config.n_heads // model.config.n_kv_heads
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong,
+                       index=(slice(None), position, head // group))
+
+
+def patch_head_last_position(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong,
+                       index=(slice(None), -1, head))
+
+
+def patch_head_over_clean(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong, measure="over_clean")
+
+
+def patch_head_swapped(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong):
+    return _patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong, swapped=True)
+
+
+RIGHT.update({"patch_head": patch_head})
+WRONG += [("patch_head", patch_head_whole_block, ["whole block's output"]),
+          ("patch_head", patch_head_after_o_proj, ["AFTER o_proj"]),
+          ("patch_head", patch_head_kv_index, ["key/value head", "GQA"]),
+          ("patch_head", patch_head_last_position, ["at the last position"]),
+          ("patch_head", patch_head_over_clean, ["divided the patched logit difference by the clean one"]),
+          ("patch_head", patch_head_swapped, ["clean and corrupted are swapped"])]
+
+
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]
     assert len(ids) == len(set(ids)), "duplicate exercise ids"

@@ -1,5 +1,6 @@
 """Checks for the build-it exercises on causal methods (ch. 15): causal tracing (noise the subject,
-restore one state) and direct logit attribution with the final norm's scale frozen.
+restore one state) and direct logit attribution with the final norm's scale frozen; (ch. 16) activation
+patching of one attention head.
 
 Each check runs the learner's function on a small random llmlab model (seeded, so the hidden cases
 are the same every time), compares it with an independent reference, and names the classic mistakes
@@ -177,3 +178,129 @@ def check_induction_score(fn: Learner) -> str:
              "reads key t - L + 1.", _previous_token(pattern, L)),
         ])
     return "the induction score matches on 3 hidden sets of attention patterns (an induction head planted in each)."
+
+
+def _gqa_model(seed: int):
+    """A small model with SmolLM2's head layout: 3 query heads share each key/value head."""
+    import dataclasses
+
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+
+    torch.manual_seed(seed)
+    config = dataclasses.replace(ModelConfig.preset("tiny-llama"), d_model=48, n_layers=3, n_heads=6, n_kv_heads=2,
+                                 head_dim=8, d_ff=96, layer_types=("full",) * 3)
+    return Transformer(config).eval()
+
+
+@torch.no_grad()
+def _patch_variants(model, clean, corrupt, layer, head, position, answer, wrong) -> dict:
+    """The recovered fraction for the right method and for the typical wrong ones."""
+    from llmlab.hooks import hook_name
+    from llmlab.inspection import capture, hooks
+
+    z, v = hook_name(layer, "attn.z"), hook_name(layer, "attn.v")
+    out, post = hook_name(layer, "attn_out"), hook_name(layer, "resid_post")
+    group = model.config.n_heads // model.config.n_kv_heads
+    hd = model.config.head_dim
+    caches = {run: capture(model, None, ids, names=[z, v, out, post])[1] for run, ids in
+              [("clean", clean), ("corrupt", corrupt)]}
+
+    def put(name, index, source="clean"):
+        def fn(x):
+            x = x.clone()
+            x[index] = caches[source][name][index].to(x.dtype)
+            return x
+        return fn
+
+    def last(ids, fns=None):
+        with hooks(model, fns or {}):
+            return model(ids)[0, -1].double()
+
+    def diff(logits):
+        return logits[answer] - logits[wrong]
+
+    p = position
+    c, x = diff(last(clean)), diff(last(corrupt))
+    one = diff(last(corrupt, {z: put(z, (slice(None), p, head))}))
+    frac = lambda patched: (patched - x) / (c - x)                     # noqa: E731
+    probs = lambda ids, fns=None: torch.softmax(last(ids, fns), -1)     # noqa: E731
+    pc, px = probs(clean), probs(corrupt)
+    pp = probs(corrupt, {z: put(z, (slice(None), p, head))})
+    pdiff = lambda q: q[answer] - q[wrong]                              # noqa: E731
+    swapped = diff(last(clean, {z: put(z, (slice(None), p, head), "corrupt")}))
+    return {
+        "right": frac(one),
+        "block": frac(diff(last(corrupt, {post: put(post, (slice(None), p))}))),
+        "all_heads": frac(diff(last(corrupt, {z: put(z, (slice(None), p))}))),
+        "after_o": frac(diff(last(corrupt, {out: put(out, (slice(None), p, slice(head * hd, (head + 1) * hd)))}))),
+        "kv_index": frac(diff(last(corrupt, {z: put(z, (slice(None), p, head // group))}))),
+        "v_head": frac(diff(last(corrupt, {v: put(v, (slice(None), head // group, p))}))),
+        "every_position": frac(diff(last(corrupt, {z: put(z, (slice(None), slice(None), head))}))),
+        "last_position": frac(diff(last(corrupt, {z: put(z, (slice(None), -1, head))}))),
+        "not_normalised": one,
+        "over_clean": one / c,
+        "shifted_over_clean": (one - x) / c,
+        "lost": (c - one) / (c - x),
+        "probabilities": (pdiff(pp) - pdiff(px)) / (pdiff(pc) - pdiff(px)),
+        "swapped": (swapped - c) / (x - c),
+        "swapped_same_formula": frac(swapped),
+    }
+
+
+def check_patch_head(fn: Learner) -> str:
+    """patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong) -> the recovered
+    fraction (a number): put the output of query head `head` of block `layer` (its slice of the o_proj
+    input, hook_name(layer, "attn.z")[:, position, head]) from the clean run into the corrupted run at
+    `position`, and return (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt), where LD is
+    logit[answer] - logit[wrong] at the last position."""
+    model = _gqa_model(101)
+    g = generator(103)
+    V = model.config.vocab_size
+    cases = [(9, 1, 4, 8), (10, 1, 1, 6), (8, 2, 5, 7), (9, 0, 2, 3)]   # (T, block, query head, position)
+    for T, layer, head, position in cases:
+        for _ in range(20):                      # a case whose clean and corrupted runs differ clearly
+            clean = torch.randint(0, V, (1, T), generator=g)
+            corrupt = clean.clone()
+            corrupt[0, :position + 1] = torch.randint(0, V, (position + 1,), generator=g)
+            answer, wrong = (int(i) for i in torch.randperm(V, generator=g)[:2])
+            v = _patch_variants(model, clean, corrupt, layer, head, position, answer, wrong)
+            if abs(v["right"]) > 0.02 and abs(v["right"]) < 5:
+                break
+        got = fn(model, clean.clone(), corrupt.clone(), layer, head, position, answer, wrong,
+                 names=("model", "clean_ids", "corrupt_ids", "layer", "head", "position", "answer", "wrong"))
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.reshape(())
+        expect_tensor(fn, got, v["right"].float(), atol=1e-4, rtol=1e-3, what="recovered fraction", mistakes=[
+            ("this is the fraction for patching the whole block's output (the residual stream after block "
+             "`layer`); patch ONE head: hook_name(layer, 'attn.z')[:, position, head].", v["block"].float()),
+            ("this is the fraction for patching all heads of the block at once (the attention layer's whole "
+             "output); replace only head `head`: x[:, position, head].", v["all_heads"].float()),
+            ("you sliced the attention output AFTER o_proj (hook_attn_out[..., head*head_dim:(head+1)*head_dim]); "
+             "o_proj has already mixed the heads there, so no slice of it is one head. Patch the o_proj input, "
+             "hook_name(layer, 'attn.z'), which keeps one (head_dim,) vector per query head.", v["after_o"].float()),
+            ("you patched query head head // group: that is the index of the key/value head this query head "
+             "shares (GQA). hook_z has one slot per QUERY head: index it with `head` itself.",
+             v["kv_index"].float()),
+            ("you patched the values of the shared key/value head (hook_v); with GQA that head feeds several "
+             "query heads, and a value at `position` is read by later positions too. Patch the head's output, "
+             "hook_name(layer, 'attn.z')[:, position, head].", v["v_head"].float()),
+            ("you patched the head at every position; patch only `position`, the others stay corrupted.",
+             v["every_position"].float()),
+            ("you patched the head at the last position; patch it at `position`.", v["last_position"].float()),
+            ("this is the patched run's logit difference itself; normalise it: (LD_patched - LD_corrupt) / "
+             "(LD_clean - LD_corrupt), 0 = nothing recovered, 1 = all of it.", v["not_normalised"].float()),
+            ("you divided the patched logit difference by the clean one; subtract the corrupted run's first, "
+             "top and bottom: (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt).", v["over_clean"].float()),
+            ("the denominator must be LD_clean - LD_corrupt, not LD_clean alone.", v["shifted_over_clean"].float()),
+            ("this is the fraction NOT recovered (1 minus the answer): put LD_patched - LD_corrupt on top.",
+             v["lost"].float()),
+            ("you used probabilities; the measure is the difference of the two LOGITS at the last position.",
+             v["probabilities"].float()),
+            ("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
+             "CORRUPTED run.", v["swapped"].float()),
+            ("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
+             "CORRUPTED run.", v["swapped_same_formula"].float()),
+        ])
+    return ("activation patching of one head matches on 4 hidden (prompt pair, block, head, position) cases of "
+            "a small model with SmolLM2's head layout (3 query heads per key/value head).")
