@@ -38,46 +38,48 @@ def arrow(ax, x0, y0, x1, y1, colour="#333333", text=None):
 def main() -> None:
     plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
     plt.rcParams["font.family"] = ["DejaVu Sans", "Noto Sans CJK SC"]  # CJK fallback for the Chinese labels
-    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), gridspec_kw={"width_ratios": [1, 1, 1.55]})
-    w, h = 2.0, 0.9
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), gridspec_kw={"width_ratios": [1, 1, 2.5]})
+    w, h = 2.5, 0.9
 
     ax = axes[0]
     ax.set_title("encoder-only (BERT)", fontsize=11)
-    box(ax, 0.5, 0.2, w, 0.6, "the [MASK] sat", "", IO)
-    box(ax, 0.5, 1.3, w, h, "encoder blocks × L", "self-attention:\nevery token sees all", ENC)
-    box(ax, 0.5, 2.7, w, 0.7, "MLM head", "predict the masked", HEAD)
-    box(ax, 0.5, 3.8, w, 0.5, '"cat"', "", IO)
+    box(ax, 0.25, 0.2, w, 0.6, "the [MASK] sat", "", IO)
+    box(ax, 0.25, 1.3, w, h, "encoder blocks × L", "self-attention:\nevery token sees all", ENC)
+    box(ax, 0.25, 2.7, w, 0.7, "MLM head", "predict the masked", HEAD)
+    box(ax, 0.25, 3.8, w, 0.5, '"cat"', "", IO)
     arrow(ax, 1.5, 0.8, 1.5, 1.3)
     arrow(ax, 1.5, 2.2, 1.5, 2.7)
     arrow(ax, 1.5, 3.4, 1.5, 3.8)
 
     ax = axes[1]
     ax.set_title("decoder-only (GPT, Llama, Gemma)", fontsize=11)
-    box(ax, 0.5, 0.2, w, 0.6, "the cat sat", "", IO)
-    box(ax, 0.5, 1.3, w, h, "decoder blocks × L", "causal self-attention:\nonly the past", DEC)
-    box(ax, 0.5, 2.7, w, 0.7, "LM head", "next token", HEAD)
-    box(ax, 0.5, 3.8, w, 0.5, '"on"', "", IO)
+    box(ax, 0.25, 0.2, w, 0.6, "the cat sat", "", IO)
+    box(ax, 0.25, 1.3, w, h, "decoder blocks × L", "causal self-attention:\nonly the past", DEC)
+    box(ax, 0.25, 2.7, w, 0.7, "LM head", "next token", HEAD)
+    box(ax, 0.25, 3.8, w, 0.5, '"on"', "", IO)
     arrow(ax, 1.5, 0.8, 1.5, 1.3)
     arrow(ax, 1.5, 2.2, 1.5, 2.7)
     arrow(ax, 1.5, 3.4, 1.5, 3.8)
 
     ax = axes[2]
     ax.set_title("encoder-decoder (2017 Transformer, T5)", fontsize=11)
-    box(ax, 0.0, 0.2, w, 0.6, "source: I love tea", "", IO)
-    box(ax, 0.0, 1.3, w, h, "encoder blocks × L_enc", "bidirectional\nself-attention", ENC)
-    box(ax, 3.4, 0.2, w, 0.6, "target so far: 我 爱", "", IO)
-    box(ax, 3.4, 1.3, w, 1.3, "decoder blocks × L_dec", "causal self-attention\n+ cross-attention\n+ FFN", DEC)
-    box(ax, 3.4, 3.0, w, 0.6, "LM head", "", HEAD)
-    box(ax, 3.4, 3.9, w, 0.45, '"茶"', "", IO)
-    arrow(ax, 1.0, 0.8, 1.0, 1.3)
-    arrow(ax, 4.4, 0.8, 4.4, 1.3)
-    arrow(ax, 2.0, 1.75, 3.4, 1.75, colour="#c44e52")
-    ax.text(2.7, 1.95, "memory:\nkeys, values", fontsize=8.5, color="#c44e52", ha="center")
-    ax.text(2.7, 1.6, "queries come\nfrom the decoder", fontsize=8, color="#555555", ha="center", va="top")
-    arrow(ax, 4.4, 2.6, 4.4, 3.0)
-    arrow(ax, 4.4, 3.6, 4.4, 3.9)
+    w3, xd = 3.1, 4.8                         # wider boxes: the labels name two layer counts
+    box(ax, 0.0, 0.2, w3, 0.6, "source: I love tea", "", IO)
+    box(ax, 0.0, 1.3, w3, h, "encoder blocks × L_enc", "bidirectional\nself-attention", ENC)
+    box(ax, xd, 0.2, w3, 0.6, "target so far: 我 爱", "", IO)
+    box(ax, xd, 1.3, w3, 1.3, "decoder blocks × L_dec", "causal self-attention\n+ cross-attention\n+ FFN", DEC)
+    box(ax, xd, 3.0, w3, 0.6, "LM head", "", HEAD)
+    box(ax, xd, 3.9, w3, 0.45, '"茶"', "", IO)
+    arrow(ax, w3 / 2, 0.8, w3 / 2, 1.3)
+    arrow(ax, xd + w3 / 2, 0.8, xd + w3 / 2, 1.3)
+    arrow(ax, w3, 1.75, xd, 1.75, colour="#c44e52")
+    middle = (w3 + xd) / 2
+    ax.text(middle, 1.85, "memory:\nkeys, values", fontsize=8.5, color="#c44e52", ha="center", va="bottom")
+    ax.text(middle, 1.62, "queries come\nfrom the decoder", fontsize=8, color="#555555", ha="center", va="top")
+    arrow(ax, xd + w3 / 2, 2.6, xd + w3 / 2, 3.0)
+    arrow(ax, xd + w3 / 2, 3.6, xd + w3 / 2, 3.9)
 
-    for ax, width in zip(axes, [3.0, 3.0, 5.5]):
+    for ax, width in zip(axes, [3.0, 3.0, 8.0]):
         ax.set_xlim(-0.1, width)
         ax.set_ylim(0, 4.5)
         ax.axis("off")
