@@ -278,9 +278,14 @@ def reference_attention(q, k, v, mask):
     return scaled_dot_product_attention(q, k, v, mask=mask)[0]
 
 
+def online_softmax_step():
+    """Chapter 11's `empty_state` and `absorb`, which its tiles and its ring both call."""
+    return {name: chapter_function("11", name) for name in ["empty_state", "absorb"]}
+
+
 @pytest.mark.parametrize("T, block, window", [(37, 8, None), (64, 16, None), (50, 8, 11), (40, 16, 1)])
 def test_chapter_11_tiled_attention_equals_llmlab(T, block, window):
-    tiled = chapter_function("11", "tiled_attention")
+    tiled = chapter_function("11", "tiled_attention", **online_softmax_step())
     g = torch.Generator().manual_seed(T)
     q, k, v = (torch.randn(2, 3, T, 8, generator=g) for _ in range(3))
     mask = causal_mask(T) if window is None else sliding_window_mask(T, window)
@@ -293,7 +298,7 @@ def test_chapter_11_tiled_attention_equals_llmlab(T, block, window):
 
 @pytest.mark.parametrize("T, devices", [(64, 4), (30, 4), (17, 3)])
 def test_chapter_11_ring_attention_equals_llmlab(T, devices):
-    ring = chapter_function("11", "ring_attention")
+    ring = chapter_function("11", "ring_attention", **online_softmax_step())
     g = torch.Generator().manual_seed(devices)
     q, k, v = (torch.randn(1, 2, T, 8, generator=g) for _ in range(3))
     torch.testing.assert_close(ring(q, k, v, n_devices=devices), reference_attention(q, k, v, causal_mask(T)),
@@ -372,12 +377,56 @@ def test_chapter_12_find_plateau_on_a_known_curve():
     assert start == end
 
 
+def chapter_constants(number, names):
+    """The values of module-level assignments `NAME = ...` in chapter `number` (literals and str.split())."""
+    found = {}
+    for tree in parsed_cells(CHAPTERS[number]):
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and getattr(node.targets[0], "id", None) in names:
+                found[node.targets[0].id] = eval(compile(ast.Expression(node.value), "chapter", "eval"), {})
+    return found
+
+
 def test_chapter_12_ngram_answer_is_computed_not_typed():
     prose = "\n".join(cells(CHAPTERS["12"], "markdown"))
-    assert "n = 30" not in prose and "{glue:text}`ngram_n`" in prose
+    for typed in ("n = 30", "10 previous words", "position 7 ", "position 36", "V = 63"):
+        assert typed not in prose
+    for key in ("ngram_n", "max_gap", "first_name_pos", "first_name_last", "V_toy", "gap_list"):
+        assert "{glue:text}`" + key in prose
+    # The answer, from the chapter's own template: the first name comes back at 9, 17, 23, 34, 36,
+    # the longest gap between a name and its previous mention is 11 words, so n = 12 suffices.
+    import random
+    lists = chapter_constants("12", {"NAMES", "ANIMALS", "ADJECTIVES", "PLACES", "FOODS"})
+    story = chapter_function("12", "story", random=random, **lists)
+    template = story(random.Random(1))
+    first = template[7]
+    assert [p for p, w in enumerate(template) if w == first] == [7, 9, 17, 23, 34, 36]
+    gaps = [p - max(q for q in range(p) if template[q] == w)
+            for p, w in enumerate(template) if w in lists["NAMES"] and template[p - 1] != "named"]
+    assert max(gaps) == 11
+    # the chapter's hidden cell computes the same thing, and glues n as the longest gap + 1
+    code = "\n".join(cells(CHAPTERS["12"]))
+    assert 'glue("ngram_n", max_gap + 1' in code and "max_gap = max(gaps.values())" in code
 
 
 def test_chapter_13_prints_no_generator():
     first_code = cells(CHAPTERS["13"])[1]
     last_line = first_code.strip().splitlines()[-1]
     assert not last_line.startswith("torch.manual_seed")
+
+
+def test_chapter_11_keeps_its_build_machinery_out_of_sight():
+    """Visible code is code a reader runs: glue() calls, asserts that pin a sentence and the profiler's
+    plumbing (os.dup2) sit in hidden or folded cells; the prose names no unseen sources or hidden cells."""
+    for number, cell in enumerate(json.loads(CHAPTERS["11"].read_text())["cells"]):
+        source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code":
+            if "glue(" in source:
+                assert "remove-cell" in tags, f"cell {number}: glue() in a visible cell"
+            if "os.dup2" in source:
+                assert {"hide-input", "hide-cell", "remove-cell"} & set(tags), f"cell {number}: plumbing shown"
+            if not tags:
+                assert not re.search(r"^assert ", source, re.M), f"cell {number}: a bare assert in a visible cell"
+        else:
+            for phrase in ["the sources", "seed", "source lecture", "hidden cell", "earlier version", "first version"]:
+                assert phrase not in source.lower(), f"cell {number}: {phrase!r}"
