@@ -173,3 +173,23 @@ def test_chapter_header_reader_matches_the_gguf_package(tmp_path):
         assert ours["name"] == theirs.name and ours["dims"] == theirs.shape.tolist()
         assert ours["type"] == theirs.tensor_type.name
         assert header["data_start"] + ours["offset"] == theirs.data_offset
+
+
+def test_chapter_keeps_its_build_machinery_and_its_bytes_out_of_the_way():
+    """glue() only in hidden cells; the byte-level reader and decoders are folded; no unseen sources."""
+    import json
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    cells = json.loads((root / CHAPTER).read_text())["cells"]
+    for number, cell in enumerate(cells):
+        source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code":
+            if "glue(" in source:
+                assert "remove-cell" in tags, f"cell {number}: glue() in a visible cell"
+            if re.search(r"def (read_gguf_header|dequantize_q4_k)\(|struct\.unpack_from", source):
+                assert "hide-cell" in tags, f"cell {number}: byte-level code is not folded"
+        else:
+            for phrase in ["the sources", "seed", "source lecture", "hidden cell", "earlier version", "first version"]:
+                assert phrase not in source.lower(), f"cell {number}: {phrase!r}"
