@@ -352,6 +352,49 @@ def test_chapter_10_counted_steps_on_a_tiny_model():
         assert f == t * per_token + head + attention(t, t)
 
 
+def test_chapter_10_serving_counts_decode_steps():
+    """The batching simulation on a case counted by hand: two slots; one request of 6 decode steps and three of 2.
+    Static groups: (6, 2) then (2, 2) = 6 + 2 = 8 steps. Continuous: one slot runs 6, the other 2 + 2 + 2 = 6."""
+    from llmlab.config import ModelConfig
+    from llmlab.generation import decode_step, prefill
+    from llmlab.kvcache import GrowingKVCache
+    from llmlab.model import Transformer
+    tiny = Transformer(ModelConfig.preset("tiny-llama")).eval()
+    serve = chapter_function("10", "serve", tiny=tiny, SLOTS=2, PAGE=4, MAX_LEN=16, GrowingKVCache=GrowingKVCache,
+                             prefill=prefill, decode_step=decode_step)
+    requests = [(0, 3, 6), (0, 5, 2), (0, 2, 2), (0, 4, 2)]
+    with torch.no_grad():
+        static, continuous = serve(requests, continuous=False), serve(requests, continuous=True)
+    assert len(static) == 8 and len(continuous) == 6
+    assert [s["running"] for s in continuous] == [2] * 6
+    assert [s["running"] for s in static] == [2, 2, 1, 1, 1, 1, 2, 2]
+    # first step: prompts of 3 and 5 tokens, each plus the token it just fed: 4 and 6 positions
+    assert continuous[0]["tokens"] == 10 and continuous[0]["paged"] == 4 + 8 and continuous[0]["contiguous"] == 32
+
+
+def test_chapter_10_follows_the_ramp_and_keeps_its_machinery_out_of_sight():
+    """The idea in two minutes (no code before the toy), a toy by hand, the real model; glue() and asserts
+    that pin a sentence in hidden cells; no drafting history or unseen sources in the prose."""
+    cells_10 = json.loads(CHAPTERS["10"].read_text())["cells"]
+    headings = [line for cell in cells_10 if cell["cell_type"] == "markdown"
+                for line in "".join(cell["source"]).splitlines() if line.startswith("## ")]
+    assert headings[:3] == ["## The idea in two minutes", "## By hand on a toy", "## On the real model"]
+    idea = next(i for i, c in enumerate(cells_10) if "## The idea in two minutes" in "".join(c["source"]))
+    assert all(c["cell_type"] == "markdown" or "colab-setup" in c["metadata"].get("tags", [])
+               for c in cells_10[:idea])
+    for number, cell in enumerate(cells_10):
+        source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code":
+            if "glue(" in source:
+                assert "remove-cell" in tags, f"cell {number}: glue() in a visible cell"
+            if not tags:
+                assert not re.search(r"^\s*(assert |torch.testing.assert_close)", source, re.M), \
+                    f"cell {number}: an assertion in a visible cell"
+        else:
+            for phrase in ["the sources", "seed", "source lecture", "hidden cell", "earlier version", "first version"]:
+                assert phrase not in source.lower(), f"cell {number}: {phrase!r}"
+
+
 def test_chapter_12_name_counting_functions():
     names = "mila tom ana leo".split()
     consistent = chapter_function("12", "consistent", NAMES=names)
@@ -430,3 +473,13 @@ def test_chapter_11_keeps_its_build_machinery_out_of_sight():
         else:
             for phrase in ["the sources", "seed", "source lecture", "hidden cell", "earlier version", "first version"]:
                 assert phrase not in source.lower(), f"cell {number}: {phrase!r}"
+
+
+def test_chapter_13_opens_with_the_ramp_and_prints_no_library_source():
+    prose = "\n".join(cells(CHAPTERS["13"], "markdown"))
+    order = [prose.find(h) for h in ["## The idea in two minutes", "## By hand", "## The headline"]]
+    assert -1 not in order and order == sorted(order)
+    assert len(re.findall(r"```\{dropdown\} Evidence", prose)) >= 2
+    code = "\n".join(cells(CHAPTERS["13"]))
+    assert "show_source" not in code and "inspect.getsource(DecoderBlock)" not in code
+    assert not re.search(r"""f["']decoder\.\{""", code)           # hook points found with select_names
