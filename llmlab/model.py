@@ -61,7 +61,11 @@ class Transformer(nn.Module):
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_embed.weight
             self._register_state_dict_hook(_drop_tied_head)
-            self.register_load_state_dict_pre_hook(_fill_tied_head)
+            # public from torch 2.5; before, the private form (hook(module, state_dict, prefix, ...) as well)
+            if hasattr(self, "register_load_state_dict_pre_hook"):
+                self.register_load_state_dict_pre_hook(_fill_tied_head)
+            else:
+                self._register_load_state_dict_pre_hook(_fill_tied_head, with_module=True)
         self.hook_embed, self.hook_final_norm, self.hook_logits = HookPoint(), HookPoint(), HookPoint("B T V")
         self.apply(_init_weights)
 

@@ -20,6 +20,15 @@ of the two models.
 
 LLMLAB_COLAB_NOTEBOOKS=/path/to/a/copy runs the notebooks of a copy of the repository instead (for
 example one that scripts/sync_notebooks.py --root rewrote), with llmlab still installed from this clone.
+
+LLMLAB_COLAB_ALL=1 runs every chapter and every practise copy instead of the representative set (about
+an hour on a 2-core machine). LLMLAB_COLAB_REPORT=/path/file.jsonl appends one line per notebook run
+(passed, seconds, stderr lines, what failed), written before the checks so a failure is recorded too.
+
+LLMLAB_COLAB_FLOORS=1 rehearses the floors instead: every requirement of pyproject.toml (dependencies
+and the `reference` extra) installed at the lower bound of its range, torch included (below 2.13 PyPI
+has only the CUDA builds of torch: they run on a CPU, with ~2.5 GB of NVIDIA libraries beside them).
+Both stacks read their versions from pyproject.toml, so the ranges it declares are the ranges rehearsed.
 """
 from __future__ import annotations
 
@@ -42,9 +51,16 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_ROOT = Path(os.environ.get("LLMLAB_COLAB_NOTEBOOKS") or ROOT)
 # The chapters that compare with transformers (chapter 10b does so only with the hub, which is not
 # reachable here); chapter 8 also has a live explorer (ipywidgets); and one practise copy.
-NOTEBOOKS = ["chapters/02_tokens_and_bpe.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb"]
+REPRESENTATIVE = ["chapters/02_tokens_and_bpe.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb"]
+EVERY = sorted(f"{folder}/{path.name}" for folder in ("chapters", "practise")
+               for path in (NOTEBOOK_ROOT / folder).glob("*.ipynb"))
+NOTEBOOKS = EVERY if os.environ.get("LLMLAB_COLAB_ALL") == "1" else REPRESENTATIVE
 EXPLORER = "chapters/08_the_whole_stack.ipynb"
-COLAB_LIKE = ["numpy==2.0.2", "ipywidgets==7.7.1", "ipykernel==6.17.1", "matplotlib", "nbclient", "nbformat", "nbconvert"]
+FLOORS = os.environ.get("LLMLAB_COLAB_FLOORS") == "1"
+# What Colab has preinstalled (older than what the book is built with); llmlab's ranges must keep it.
+COLAB_LIKE = ["numpy==2.0.2", "ipywidgets==7.7.1", "ipykernel==6.17.1", "matplotlib"]
+# What runs the notebooks here (and Colab's kernel, in the floors stack too).
+KERNEL = ["nbclient", "nbformat", "nbconvert"]
 MAX_STDERR_LINES = 5
 
 # Run in the kernel before the notebook: the machine's CJK fonts disappear, as on Colab.
@@ -62,13 +78,34 @@ def lowest_allowed(requirement: str) -> str:
     return f"{match.group(1)}=={match.group(2)}"
 
 
-def stack() -> list[str]:
+def requirements() -> list[str]:
+    """llmlab's ranges: pyproject.toml's dependencies and its `reference` extra (what the setup cell installs)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    [transformers] = [r for r in pyproject["project"]["optional-dependencies"]["reference"]
-                      if r.startswith("transformers")]
+    return [r.split(";")[0].strip() for r in
+            pyproject["project"]["dependencies"] + pyproject["project"]["optional-dependencies"]["reference"]]
+
+
+def floors() -> list[str]:
+    """Every requirement at the lower bound of its range: 'numpy>=1.26' -> 'numpy==1.26'."""
+    return [lowest_allowed(r) for r in requirements()]
+
+
+def stack() -> list[str]:
+    """The stack before llmlab is installed (LLMLAB_COLAB_FLOORS=1: the floors; otherwise Colab's own)."""
+    if FLOORS:
+        return [*floors(), "ipykernel==6.17.1", *KERNEL]
+    [transformers] = [lowest_allowed(r) for r in requirements() if r.startswith("transformers")]
     torch = next(line.strip() for line in (ROOT / "requirements.txt").read_text().splitlines()
                  if line.strip().startswith("torch=="))
-    return [torch, lowest_allowed(transformers), *COLAB_LIKE]
+    return [torch, transformers, *COLAB_LIKE, *KERNEL]
+
+
+def test_floors_are_pinnable_versions():
+    """A floor is a version that exists and was rehearsed, so each range starts at a real release."""
+    pins = floors()
+    assert {p.split("==")[0] for p in pins} >= {"torch", "numpy", "matplotlib", "transformers", "ipywidgets"}
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[0-9][0-9.]*", p) for p in pins), pins
+    assert lowest_allowed("numpy>=1.26,<3") == "numpy==1.26"
 
 
 def setup_cell_commands(notebook: Path) -> list[list[str]]:
@@ -113,21 +150,41 @@ def test_setup_commands_point_at_this_clone():
     assert any(f"llmlab[reference] @ git+file://{ROOT}" in args for args in commands), commands
 
 
+def test_a_tied_head_loads_without_torch_2_5s_public_pre_hook(monkeypatch):
+    """torch < 2.5 (the floors stack runs 2.1) has only the private _register_load_state_dict_pre_hook."""
+    import torch
+
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+
+    config = ModelConfig(**{**ModelConfig.preset("tiny-llama").to_dict(), "tie_embeddings": True})
+    trained = Transformer(config)
+    state = trained.state_dict()
+    assert "lm_head.weight" not in state                    # the tied matrix is saved once
+    monkeypatch.delattr(torch.nn.Module, "register_load_state_dict_pre_hook")
+    model = Transformer(config)
+    model.load_state_dict(state)                            # strict: lm_head.weight is filled from tok_embed
+    assert torch.equal(model.lm_head.weight, trained.tok_embed.weight)
+
+
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory):
     """(python of the rehearsal environment, environment variables, the versions before llmlab)."""
     key = hashlib.sha256(json.dumps([stack(), sys.version]).encode()).hexdigest()[:12]
     # Outside the checkout, like the converted models: a fresh clone on the same machine reuses the stack.
     base = Path(os.environ.get("LLMLAB_COLAB_STACK") or Path.home() / ".cache" / "llmlab-colab-stack")
-    home = base / key
+    kind = "floors-" if FLOORS else ""
+    home = base / f"{kind}{key}"
     # The converted models do not depend on the stack: the book's own cache (make models) is reused,
     # unless LLMLAB_COLAB_TIMING=1 asks for a fresh one, to time the conversions a new Colab session does.
     timing = os.environ.get("LLMLAB_COLAB_TIMING") == "1"
     cache = tmp_path_factory.mktemp("llmlab-cache") if timing else \
         Path(os.environ.get("LLMLAB_CACHE") or Path.home() / ".cache" / "llmlab")
     venv, py = home / "venv", home / "venv" / "bin" / "python"
-    for old in base.glob("*/venv"):                     # stacks of other keys
-        if old.parent != home:
+    if FLOORS and not timing:   # its own conversions, so that another torch never rewrites the book's cache
+        cache = home / "llmlab-cache"
+    for old in base.glob("*/venv"):                     # older stacks of the same kind (Colab's, or the floors)
+        if old.parent != home and old.parent.name.startswith("floors-") == FLOORS:
             shutil.rmtree(old.parent, ignore_errors=True)
     timings = {}
 
@@ -144,7 +201,10 @@ def colab(tmp_path_factory):
         pip(*stack())
         (home / "ready").write_text("\n".join(stack()) + "\n")
     subprocess.run([str(py), "-m", "pip", "uninstall", "-y", "-q", "llmlab"], capture_output=True)
-    versions = "import json, torch, transformers, numpy, ipywidgets; print(json.dumps({m.__name__: m.__version__ for m in (torch, transformers, numpy, ipywidgets)}))"
+    # The installed version of each requirement (None: not installed).
+    versions = ("import json, importlib.metadata as m\n"
+                "def version(name):\n    try:\n        return m.version(name)\n    except m.PackageNotFoundError:\n        return None\n"
+                f"print(json.dumps({{n: version(n) for n in {sorted(r.split('==')[0] for r in floors())!r}}}))")
     before = json.loads(subprocess.run([str(py), "-c", versions], capture_output=True, text=True, check=True).stdout)
 
     timings["setup cell installs"] = sum(pip(*args) for args in setup_cell_commands(NOTEBOOK_ROOT / NOTEBOOKS[0]))
@@ -167,7 +227,10 @@ def colab(tmp_path_factory):
 
 def test_installing_llmlab_keeps_the_stack(colab):
     py, env, before, after = colab
-    assert after == before, f"installing llmlab replaced the preinstalled {before} by {after}"
+    replaced = {name: (version, after[name]) for name, version in before.items() if version and after[name] != version}
+    assert not replaced, f"installing llmlab replaced preinstalled packages (before, after): {replaced}"
+    if FLOORS:      # every floor is what pip kept: the ranges' lower bounds install together with llmlab
+        assert all(after[name] for name in after), f"not installed: {[n for n, v in after.items() if not v]}"
     site = subprocess.run([str(py), "-c", "import llmlab; print(llmlab.__file__)"], capture_output=True, text=True,
                           env=env, cwd="/").stdout
     assert str(py.parents[1]) in site, f"llmlab must come from the installed copy, not {site}"
@@ -178,10 +241,19 @@ import sys, time, nbformat
 from nbclient import NotebookClient
 nb = nbformat.read(sys.argv[1], as_version=4)
 start = time.perf_counter()
-NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "."}}).execute()
-nbformat.write(nb, sys.argv[1])
-print(f"executed in {time.perf_counter() - start:.1f} s")
+try:
+    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "."}}).execute()
+finally:                                  # a failed run is kept too: its outputs say what was reached
+    nbformat.write(nb, sys.argv[1])
+    print(f"executed in {time.perf_counter() - start:.1f} s")
 """
+
+
+def report(**line):
+    """One line per notebook run, to $LLMLAB_COLAB_REPORT (a JSON-lines file), if it is set."""
+    if os.environ.get("LLMLAB_COLAB_REPORT"):
+        with open(os.environ["LLMLAB_COLAB_REPORT"], "a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
@@ -189,12 +261,10 @@ def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
     py, env, before, _ = colab
     source = NOTEBOOK_ROOT / notebook
     images = markdown_images(nbformat.read(source, as_version=4))
-    assert all(carried for _, carried in images), \
-        f"{notebook}: images that a lone notebook cannot show: {[ref for ref, carried in images if not carried]}"
     (tmp_path / source.name).write_bytes(source.read_bytes())        # alone in an empty folder
+    start = time.perf_counter()
     proc = subprocess.run([str(py), "-c", RUNNER, source.name], capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert proc.returncode == 0, f"{notebook} failed on {before}:\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
-    print(f"{notebook} on {before}: {proc.stdout.strip()}")
+    seconds = time.perf_counter() - start
     executed = nbformat.read(tmp_path / source.name, as_version=4)
     texts, stderr = [], []
     for cell in executed.cells:
@@ -203,20 +273,34 @@ def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
             texts.append(text)
             if output.get("name") == "stderr":
                 stderr += [line for line in output["text"].splitlines() if line.strip()]
-    assert not [t for t in texts if "findfont" in t], f"{notebook}: findfont lines in the outputs"
-    assert len(stderr) <= MAX_STDERR_LINES, f"{notebook}: {len(stderr)} lines on stderr:\n" + "\n".join(stderr[:40])
+    findfont = sum(t.count("findfont") for t in texts)
+    uncarried = [ref for ref, carried in images if not carried]
 
     # What a reader sees: the executed notebook as Jupyter renders it (nbconvert), opened offline in
     # Chromium; every image of the page (diagrams, plots) must have loaded.
     html = subprocess.run([str(py), "-m", "nbconvert", "--to", "html", source.name], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
-    assert html.returncode == 0, html.stderr[-2000:]
-    from browser import open_in_browser
+    shown = total = None
+    if html.returncode == 0:
+        from browser import open_in_browser
 
-    page = open_in_browser(tmp_path / f"{source.stem}.html", js=COUNT_IMAGES, width=1000, height=1500, wait_ms=3000)
-    shown, total = (int(re.search(f'data-{k}="(\\d+)"', page.dom).group(1)) for k in ("shown", "images"))
-    markdown_refs = len(images)
-    assert total >= markdown_refs and shown == total, f"{notebook}: {total - shown} of {total} images are broken"
+        page = open_in_browser(tmp_path / f"{source.stem}.html", js=COUNT_IMAGES, width=1000, height=1500, wait_ms=3000)
+        shown, total = (int(re.search(f'data-{k}="(\\d+)"', page.dom).group(1)) for k in ("shown", "images"))
+    error = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [""])[-1][:300]
+    report(notebook=notebook, stack=before, passed=proc.returncode == 0 and not findfont and not uncarried
+           and len(stderr) <= MAX_STDERR_LINES and shown == total and total >= len(images),
+           seconds=round(seconds, 1), executed=proc.stdout.strip(), error=error, stderr_lines=len(stderr),
+           stderr=stderr[:8], findfont=findfont, images=total, broken_images=None if total is None else total - shown,
+           uncarried_images=uncarried, revision=subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                                               capture_output=True, text=True).stdout.strip())
+
+    assert not uncarried, f"{notebook}: images that a lone notebook cannot show: {uncarried}"
+    assert proc.returncode == 0, f"{notebook} failed on {before}:\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
+    print(f"{notebook} on {before}: {proc.stdout.strip()}")
+    assert not findfont, f"{notebook}: {findfont} findfont lines in the outputs"
+    assert len(stderr) <= MAX_STDERR_LINES, f"{notebook}: {len(stderr)} lines on stderr:\n" + "\n".join(stderr[:40])
+    assert html.returncode == 0, html.stderr[-2000:]
+    assert total >= len(images) and shown == total, f"{notebook}: {total - shown} of {total} images are broken"
 
 
 COUNT_IMAGES = """setTimeout(function () {
