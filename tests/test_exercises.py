@@ -769,6 +769,80 @@ WRONG += [("patch_head", patch_head_whole_block, ["whole block's output"]),
           ("patch_head", patch_head_swapped, ["clean and corrupted are swapped"])]
 
 
+# Chapter 15's tuned lens, fitted in closed form (ridge regression) on SmolLM2's own residual stream.
+def _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, src=1, fit="train", norm=True,
+                transpose=False, target="raw", probs=False):
+    x = stream[layer + src]                                       # (N, d), float32 as a learner would keep it
+    y = stream[-1]
+    if target == "normed":
+        y = y / torch.sqrt(y.pow(2).mean(-1, keepdim=True) + eps) * norm_weight
+    delta = y - x
+    rows = {"train": train, "held_out": ~train, "all": torch.ones_like(train)}[fit]
+    xt, dt = x[rows], delta[rows]
+    mx, md = xt.mean(0), dt.mean(0)
+    d = x.shape[1]
+    # ridge as least squares on an augmented system: [X; sqrt(ridge) I] A = [D; 0]
+    big_x = torch.cat([xt - mx, math.sqrt(ridge) * torch.eye(d)])
+    big_d = torch.cat([dt - md, torch.zeros(d, d)])
+    a = torch.linalg.lstsq(big_x.double(), big_d.double()).solution.float()    # (d, d)
+    if transpose:
+        a = a.T
+    h = x[~train] + (x[~train] - mx) @ a + md
+    if norm and target == "raw":
+        h = h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + eps) * norm_weight
+    logits = h @ unembed.T
+    return logits.softmax(-1) if probs else logits
+
+
+def tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge)
+
+
+def tuned_lens_fit_on_held_out(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, fit="held_out")
+
+
+def tuned_lens_fit_on_all(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, fit="all")
+
+
+def tuned_lens_off_by_one(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, src=0)
+
+
+def tuned_lens_no_norm(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, norm=False)
+
+
+def tuned_lens_normed_target(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, target="normed")
+
+
+def tuned_lens_transposed(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, transpose=True)
+
+
+def tuned_lens_probabilities(stream, train, layer, norm_weight, eps, unembed, ridge):
+    return _tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge, probs=True)
+
+
+def tuned_lens_no_ridge(stream, train, layer, norm_weight, eps, unembed, ridge):
+    x, delta = stream[layer + 1][train], stream[-1][train] - stream[layer + 1][train]
+    a = torch.linalg.solve((x.T @ x).double(), (x.T @ delta).double())      # singular: fewer rows than d
+    return stream[layer + 1][~train] @ a.float() @ unembed.T
+
+
+RIGHT.update({"tuned_lens": tuned_lens})
+WRONG += [("tuned_lens", tuned_lens_fit_on_held_out, ["held-out rows (~train)"]),
+          ("tuned_lens", tuned_lens_fit_on_all, ["every row"]),
+          ("tuned_lens", tuned_lens_off_by_one, ["ENTERS block", "stream[layer + 1]"]),
+          ("tuned_lens", tuned_lens_no_norm, ["final norm is missing"]),
+          ("tuned_lens", tuned_lens_normed_target, ["BEFORE the final norm"]),
+          ("tuned_lens", tuned_lens_transposed, ["transposed"]),
+          ("tuned_lens", tuned_lens_probabilities, ["probabilities"]),
+          ("tuned_lens", tuned_lens_no_ridge, ["ridge * torch.eye(d)"])]
+
+
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]
     assert len(ids) == len(set(ids)), "duplicate exercise ids"

@@ -57,6 +57,7 @@ EXERCISES = [
     Exercise("logit_lens", 15, "The logit lens", "logit_lens(resid, final_norm, unembed)", lens.check_logit_lens),
     Exercise("restore_one", 15, "Causal tracing: noise the subject, restore one state", "restore_one(model, ids, subject, layer, position, answer, noise)", interp.check_restore_one),
     Exercise("logit_shares", 15, "Direct logit attribution with the final norm's scale frozen", "logit_shares(parts, norm_weight, eps, unembed_row)", interp.check_logit_shares),
+    Exercise("tuned_lens", 15, "A tuned lens fitted in closed form (ridge regression per block)", "tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge)", interp.check_tuned_lens),
     Exercise("patch_head", 16, "Activation patching of one attention head", "patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong)", interp.check_patch_head),
     Exercise("steering_vector", 16, "A steering vector", "steering_vector(acts_pos, acts_neg)", lens.check_steering_vector),
 ]
