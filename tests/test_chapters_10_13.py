@@ -452,6 +452,37 @@ def test_chapter_12_ngram_answer_is_computed_not_typed():
     assert 'glue("ngram_n", max_gap + 1' in code and "max_gap = max(gaps.values())" in code
 
 
+def test_chapter_12_follows_the_ramp_and_keeps_its_machinery_out_of_sight():
+    """The idea in two minutes before any code, then the toy by hand; glue() and the asserts that pin a
+    sentence in hidden cells; evidence folded, so the unfolded part (prose outside dropdowns and code
+    that is neither hidden nor folded) stays a one-sitting read; no drafting history or unseen sources."""
+    cells_12 = json.loads(CHAPTERS["12"].read_text())["cells"]
+    headings = [line for cell in cells_12 if cell["cell_type"] == "markdown"
+                for line in "".join(cell["source"]).splitlines() if line.startswith("## ")]
+    assert headings[:2] == ["## The idea in two minutes", "## By hand on a toy"]
+    idea = next(i for i, c in enumerate(cells_12) if "## The idea in two minutes" in "".join(c["source"]))
+    assert all(c["cell_type"] == "markdown" or "colab-setup" in c["metadata"].get("tags", [])
+               for c in cells_12[:idea + 1])
+    unfolded = 0
+    for number, cell in enumerate(cells_12):
+        source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code":
+            if "glue(" in source:
+                assert "remove-cell" in tags, f"cell {number}: glue() in a visible cell"
+            if not tags:
+                assert not re.search(r"^\s*assert ", source, re.M), f"cell {number}: an assert in a visible cell"
+                unfolded += len(source.split())
+        else:
+            for phrase in ["the sources", "source lecture", "hidden cell", "earlier version", "first version",
+                           "some texts"]:
+                assert phrase not in source.lower(), f"cell {number}: {phrase!r}"
+            prose = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", source)
+            prose = re.sub(r"```\{dropdown\}.*?\n```", "", prose, flags=re.S)
+            prose = re.sub(r"```\{solution\}.*?\n```", "", prose, flags=re.S)
+            unfolded += len(prose.split())
+    assert unfolded < 5000, unfolded
+
+
 def test_chapter_13_prints_no_generator():
     first_code = cells(CHAPTERS["13"])[1]
     last_line = first_code.strip().splitlines()[-1]
