@@ -29,6 +29,8 @@ LLMLAB_COLAB_FLOORS=1 rehearses the floors instead: every requirement of pyproje
 and the `reference` extra) installed at the lower bound of its range, torch included (below 2.13 PyPI
 has only the CUDA builds of torch: they run on a CPU, with ~2.5 GB of NVIDIA libraries beside them).
 Both stacks read their versions from pyproject.toml, so the ranges it declares are the ranges rehearsed.
+LLMLAB_COLAB_PYTHON=/path/to/python3.10 builds the stack on another interpreter (e.g. the lowest Python
+that requires-python allows).
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ EVERY = sorted(f"{folder}/{path.name}" for folder in ("chapters", "practise")
 NOTEBOOKS = EVERY if os.environ.get("LLMLAB_COLAB_ALL") == "1" else REPRESENTATIVE
 EXPLORER = "chapters/08_the_whole_stack.ipynb"
 FLOORS = os.environ.get("LLMLAB_COLAB_FLOORS") == "1"
+PYTHON = os.environ.get("LLMLAB_COLAB_PYTHON") or sys.executable     # the stack's interpreter
 # What Colab has preinstalled (older than what the book is built with); llmlab's ranges must keep it.
 COLAB_LIKE = ["numpy==2.0.2", "ipywidgets==7.7.1", "ipykernel==6.17.1", "matplotlib"]
 # What runs the notebooks here (and Colab's kernel, in the floors stack too).
@@ -170,10 +173,12 @@ def test_a_tied_head_loads_without_torch_2_5s_public_pre_hook(monkeypatch):
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory):
     """(python of the rehearsal environment, environment variables, the versions before llmlab)."""
-    key = hashlib.sha256(json.dumps([stack(), sys.version]).encode()).hexdigest()[:12]
+    version = subprocess.run([PYTHON, "-c", "import sys; print(sys.version)"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    key = hashlib.sha256(json.dumps([stack(), version]).encode()).hexdigest()[:12]
     # Outside the checkout, like the converted models: a fresh clone on the same machine reuses the stack.
     base = Path(os.environ.get("LLMLAB_COLAB_STACK") or Path.home() / ".cache" / "llmlab-colab-stack")
-    kind = "floors-" if FLOORS else ""
+    kind = ("floors-" if FLOORS else "") + ("" if PYTHON == sys.executable else f"py{version.split()[0]}-")
     home = base / f"{kind}{key}"
     # The converted models do not depend on the stack: the book's own cache (make models) is reused,
     # unless LLMLAB_COLAB_TIMING=1 asks for a fresh one, to time the conversions a new Colab session does.
@@ -184,7 +189,7 @@ def colab(tmp_path_factory):
     if FLOORS and not timing:   # its own conversions, so that another torch never rewrites the book's cache
         cache = home / "llmlab-cache"
     for old in base.glob("*/venv"):                     # older stacks of the same kind (Colab's, or the floors)
-        if old.parent != home and old.parent.name.startswith("floors-") == FLOORS:
+        if old.parent != home and old.parent.name[:-len(key)] == kind:
             shutil.rmtree(old.parent, ignore_errors=True)
     timings = {}
 
@@ -196,7 +201,7 @@ def colab(tmp_path_factory):
 
     if not (home / "ready").exists():
         shutil.rmtree(home, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
         pip("--upgrade", "pip")
         pip(*stack())
         (home / "ready").write_text("\n".join(stack()) + "\n")
