@@ -1,0 +1,151 @@
+"""Chapter 15 (the logit lens): the rules its page keeps, read from the notebook without running it, and
+the chapter's own functions run on a small model and against their checks.
+
+The notebook itself runs in the book build; here its cells are parsed and its inline functions compiled.
+"""
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = ROOT / "chapters" / "15_logit_lens.ipynb"
+FOLDED = {"remove-cell", "hide-input", "hide-cell", "solution", "colab-setup"}
+
+
+def cells():
+    return [(c["cell_type"], "".join(c["source"]), set(c.get("metadata", {}).get("tags", [])))
+            for c in json.loads(CHAPTER.read_text())["cells"]]
+
+
+def unfolded_markdown() -> str:
+    """The markdown a reader sees without opening anything (dropdowns and solutions left out)."""
+    text = "\n".join(source for kind, source, _ in cells() if kind == "markdown")
+    return re.sub(r"```\{(dropdown|solution)\}.*?\n```", "", text, flags=re.S)
+
+
+def chapter_function(name: str, **namespace):
+    """Compile the function `name` that the chapter defines inline."""
+    for kind, source, tags in cells():
+        if kind != "code" or "colab-setup" in tags:
+            continue
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                namespace.setdefault("torch", torch)
+                exec(compile(ast.Module([node], []), str(CHAPTER), "exec"), namespace)
+                return namespace[name]
+    raise AssertionError(f"chapter 15 defines no function {name}")
+
+
+def test_the_chapter_opens_with_the_idea_and_its_diagram_before_any_code():
+    notebook = cells()
+    idea = next(i for i, (_, source, _) in enumerate(notebook) if "## The idea in two minutes" in source)
+    assert all(kind == "markdown" or "colab-setup" in tags for kind, _, tags in notebook[:idea])
+    assert "ch15_logit_lens.svg" in notebook[idea][1]
+    headings = [line for kind, source, _ in notebook if kind == "markdown"
+                for line in source.splitlines() if line.startswith("## ")]
+    assert headings[:3] == ["## The idea in two minutes", "## The lens, by hand",
+                            '## On the real model: when does " Paris" appear?']
+    assert sum("{dropdown}" in source for kind, source, _ in notebook if kind == "markdown") >= 2   # folded evidence
+
+
+def test_visible_code_needs_nothing_from_the_hidden_cells():
+    """A reader who copies the cells they see gets working code: no name used there is defined only in a
+    removed cell, and glue() and assertions stay out of sight."""
+    defined_hidden, defined_seen, used_seen = set(), set(), set()
+    for kind, source, tags in cells():
+        if kind != "code" or "colab-setup" in tags:
+            continue
+        tree = ast.parse(source)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        names |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                  for a in n.names}
+        if "remove-cell" in tags:
+            defined_hidden |= names
+            continue
+        defined_seen |= names
+        used_seen |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+        assert "glue(" not in source, source[:80]
+        if not tags:
+            assert not re.search(r"^\s*(assert |torch.testing.assert_close)", source, re.M), source[:80]
+            assert "getsource" not in source and "inspect." not in source      # no printed library source
+    only_hidden = (used_seen & defined_hidden) - defined_seen
+    assert not only_hidden, f"visible code uses names defined only in hidden cells: {sorted(only_hidden)}"
+
+
+def test_one_block_numbering_and_the_book_s_own_words():
+    text = unfolded_markdown()
+    for phrase in ["relative depth", "row 0 = emb", "(row ", "the sources", "seed text", "seed lecture", "seed blog",
+                   "source lecture", "hidden cell",
+                   "earlier version", "first version", "to keep the chapter fast"]:
+        assert phrase not in text.lower(), phrase
+    assert "sec-intervals" in text                                   # intervals are explained in chapter 1
+
+
+def test_activation_patching_is_defined_at_the_label_chapter_16_links_to():
+    text = "\n".join(source for kind, source, _ in cells() if kind == "markdown")
+    after = text.split("(sec-activation-patching)=", 1)[1]
+    heading, body = after.strip().split("\n", 1)
+    assert heading.startswith("## ") and "ctivation patching" in heading
+    definition = body[:body.index("causal tracing")]
+    assert "**activation patching**" in definition and "overwrite one of its activations" in definition
+
+
+def test_every_exercise_check_says_why_it_passes_in_the_book():
+    notebook = cells()
+    checks = [i for i, (kind, source, _) in enumerate(notebook)
+              if kind == "code" and re.search(r"^check\(\"(\w+)\"", source, re.M)]
+    assert len(checks) == 4
+    for i in checks:
+        exercise = next(source for kind, source, _ in reversed(notebook[:i]) if "{exercise}" in source)
+        assert "reference solution" in exercise and "Passed" in exercise
+
+
+def test_token_states_reads_what_capture_reads():
+    """The chapter's batch reader agrees with llmlab's capture, at the last token and at every token."""
+    from fakes import CharTokenizer
+
+    from llmlab.config import ModelConfig
+    from llmlab.tokenization.base import pad_left
+    from llmlab.inspection import capture, hook_name, hooks
+    from llmlab.model import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.preset("tiny-llama")).eval()
+    tok = CharTokenizer()
+    tok.encode_batch = lambda texts: pad_left([tok.encode(t) for t in texts], 0)   # left padding, like llmlab
+    token_states = chapter_function("token_states", hook_name=hook_name, hooks=hooks)
+    texts = ["abcab", "ba", "cabbage"]
+    last = token_states(model, tok, texts)                        # (L+1, 3, d)
+    every = token_states(model, tok, texts, every_token=True)     # (L+1, n_tokens, d)
+    rows = []
+    for k, text in enumerate(texts):
+        _, cache = capture(model, tok, text)
+        stream = cache.accumulated_resid()[:, 0]                  # (L+1, T, d)
+        torch.testing.assert_close(last[:, k], stream[:, -1], atol=1e-4, rtol=1e-4)
+        rows.append(stream[:, 1:])                                # every token but the first
+    torch.testing.assert_close(every, torch.cat(rows, 1), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_chapter_s_tuned_lens_passes_its_check_and_falls_back_to_the_logit_lens():
+    from llmlab.exercises import check
+
+    tuned_lens = chapter_function("tuned_lens")
+    assert check("tuned_lens", tuned_lens, quiet=True).passed
+    g = torch.Generator().manual_seed(0)
+    stream = torch.randn(4, 30, 8, generator=g)
+    train = torch.arange(30) < 20
+    weight, unembed = torch.rand(8, generator=g) + 0.5, torch.randn(11, 8, generator=g)
+    x = stream[2][~train]
+    plain = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight) @ unembed.T
+    shifted = tuned_lens(stream, train, 1, weight, 1e-6, unembed, ridge=1e12)   # a huge ridge: A -> 0, only b is left
+    change = (stream[-1] - stream[2])[train].mean(0)
+    x_shift = x + change
+    expected = (x_shift * torch.rsqrt(x_shift.pow(2).mean(-1, keepdim=True) + 1e-6) * weight) @ unembed.T
+    torch.testing.assert_close(shifted, expected, atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(shifted, plain, atol=1e-2)
