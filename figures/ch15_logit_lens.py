@@ -47,7 +47,7 @@ def main() -> None:
     arrow(ax, 1.0, 0.05, 1.0, 0.3, colour="#777777")
     ax.text(1.0, -0.05, "The Eiffel Tower is in the city of", ha="center", va="top", fontsize=8.5)
     ax.text(2.35, 5.15, "residual stream\nafter each block", ha="center", va="bottom", fontsize=8.5, color="#c44e52")
-    ax.text(4.3, 5.15, "the model's own readout,\nused at every depth", ha="center", va="bottom", fontsize=8.5)
+    ax.text(4.3, 5.15, "the model's own readout,\nused after every block", ha="center", va="bottom", fontsize=8.5)
     ax.text(6.9, 5.15, "top token\n(last position)", ha="center", va="bottom", fontsize=8.5)
     ax.text(7.9, 0.3 + 7 * 0.6 + 0.21, "= the model's\n   own output", fontsize=8, va="center", color="#555555")
     ax.set_xlim(0, 9)
