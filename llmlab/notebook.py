@@ -9,6 +9,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 from __future__ import annotations
 
 import inspect
+import sys
 import textwrap
 import warnings
 
@@ -59,6 +60,10 @@ def use_book_style() -> None:
               "(install one with: apt-get install fonts-noto-cjk, then restart the kernel).")
         # that note says it once: not one "Glyph ... missing from font(s)" warning per Chinese character
         warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+    if "ipykernel" in sys.modules:
+        # In Jupyter with matplotlib < 3.10, the inline backend (matplotlib-inline 0.2) sets itself up
+        # when the first figure is made, and that first figure is never shown: load the backend now.
+        plt.close(plt.figure())
     plt.rcParams.update({
         "font.family": ["DejaVu Sans", *cjk],
         "figure.dpi": 100,

@@ -271,9 +271,11 @@ def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
     proc = subprocess.run([str(py), "-c", RUNNER, source.name], capture_output=True, text=True, cwd=tmp_path, env=env)
     seconds = time.perf_counter() - start
     executed = nbformat.read(tmp_path / source.name, as_version=4)
-    texts, stderr = [], []
+    texts, stderr, lost_figures = [], [], 0
     for cell in executed.cells:
         for output in cell.get("outputs", []):
+            data = output.get("data", {})      # a figure shown as its repr only: the plot never appeared
+            lost_figures += "<Figure size" in str(data.get("text/plain", "")) and "image/png" not in data
             text = output.get("text", "") or "".join(str(v) for v in output.get("data", {}).values())
             texts.append(text)
             if output.get("name") == "stderr":
@@ -293,7 +295,8 @@ def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
         shown, total = (int(re.search(f'data-{k}="(\\d+)"', page.dom).group(1)) for k in ("shown", "images"))
     error = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [""])[-1][:300]
     report(notebook=notebook, stack=before, passed=proc.returncode == 0 and not findfont and not uncarried
-           and len(stderr) <= MAX_STDERR_LINES and shown == total and total >= len(images),
+           and len(stderr) <= MAX_STDERR_LINES and shown == total and total >= len(images) and not lost_figures,
+           lost_figures=lost_figures,
            seconds=round(seconds, 1), executed=proc.stdout.strip(), error=error, stderr_lines=len(stderr),
            stderr=stderr[:8], findfont=findfont, images=total, broken_images=None if total is None else total - shown,
            uncarried_images=uncarried, revision=subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -303,6 +306,7 @@ def test_notebook_runs_alone_on_the_colab_stack(colab, notebook, tmp_path):
     assert proc.returncode == 0, f"{notebook} failed on {before}:\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}"
     print(f"{notebook} on {before}: {proc.stdout.strip()}")
     assert not findfont, f"{notebook}: {findfont} findfont lines in the outputs"
+    assert not lost_figures, f"{notebook}: {lost_figures} figures were shown as '<Figure size ...>' text, not as plots"
     assert len(stderr) <= MAX_STDERR_LINES, f"{notebook}: {len(stderr)} lines on stderr:\n" + "\n".join(stderr[:40])
     assert html.returncode == 0, html.stderr[-2000:]
     assert total >= len(images) and shown == total, f"{notebook}: {total - shown} of {total} images are broken"
