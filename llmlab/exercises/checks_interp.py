@@ -5,7 +5,8 @@ patching of one attention head.
 Each check runs the learner's function on a small random llmlab model (seeded, so the hidden cases
 are the same every time), compares it with an independent reference, and names the classic mistakes
 when the answer matches one of them. The chapter then runs the same function on the real model next
-to llmlab's own `causal_trace` and `direct_logit_attribution`.
+to llmlab's own `causal_trace` and `direct_logit_attribution`. The exception is the tuned lens fitted
+in closed form (ch. 15), checked on SmolLM2's own residual stream (see check_tuned_lens).
 """
 from __future__ import annotations
 
