@@ -9,7 +9,7 @@ from typing import Callable
 from llmlab.exercises import (checks_attention as attn, checks_blocks as blocks, checks_generation as gen,
                               checks_inspection as lens, checks_interp as interp, checks_positions as pos,
                               checks_tokens as tok,
-                              checks_quant as quant, checks_training as train)
+                              checks_quant as quant, checks_training as train, checks_tuned_lens as tuned)
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ EXERCISES = [
     Exercise("logit_lens", 15, "The logit lens", "logit_lens(resid, final_norm, unembed)", lens.check_logit_lens),
     Exercise("restore_one", 15, "Causal tracing: noise the subject, restore one state", "restore_one(model, ids, subject, layer, position, answer, noise)", interp.check_restore_one),
     Exercise("logit_shares", 15, "Direct logit attribution with the final norm's scale frozen", "logit_shares(parts, norm_weight, eps, unembed_row)", interp.check_logit_shares),
-    Exercise("tuned_lens", 15, "A tuned lens fitted in closed form (ridge regression per block)", "tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge)", interp.check_tuned_lens),
+    Exercise("tuned_lens", 15, "A tuned lens fitted in closed form (ridge regression per block)", "tuned_lens(stream, train, layer, norm_weight, eps, unembed, ridge)", tuned.check_tuned_lens),
     Exercise("patch_head", 16, "Activation patching of one attention head", "patch_head(model, clean_ids, corrupt_ids, layer, head, position, answer, wrong)", interp.check_patch_head),
     Exercise("steering_vector", 16, "A steering vector", "steering_vector(acts_pos, acts_neg)", lens.check_steering_vector),
 ]
