@@ -124,7 +124,7 @@ def test_lens_at_the_last_layer_is_the_output_distribution(preset, device):
     assert torch.equal(lens.top_ids[-1], top.indices)
     torch.testing.assert_close(lens.target_prob[-1], probs[:, 3])
     assert lens.target_rank[-1].tolist() == (probs > probs[:, 3:4]).sum(-1).tolist()  # no ties in a tiny vocab
-    assert lens.layer_labels == ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
+    assert lens.layer_labels == ["embed"] + [f"block {i}" for i in range(model.config.n_layers)]
     # the first row reads the embeddings themselves
     _, cache = capture(model, None, ids, names=["hook_embed"])
     torch.testing.assert_close(lens.top_ids[0], model.unembed(cache["hook_embed"][0]).topk(5, -1).indices.cpu())
@@ -137,7 +137,7 @@ def test_lens_result_helpers():
     assert len(lens.column(-1)) == model.config.n_layers + 1
     top_last = lens.top_tokens[-1][-1][0]
     assert lens.first_layer(top_last) is not None and lens.first_layer("no such token") is None
-    assert "layer 1" in str(lens)
+    assert "block 1" in str(lens)
     with pytest.raises(ValueError, match="2 tokens"):
         logit_lens(model, TOK, "ab", target="xy")
 
@@ -420,11 +420,11 @@ def test_gemma_lens_tianqi_passes_through_english_weather_words(gemma):
     weather = {" weather", " climates", " climate", " inclement", " rainy", " rains", " temperatures"}
     # measured: layer 11 ' climates', 12 ' weather', 13 ' climates', 14 ' inclement'; 17 (last) '预'
     english_layers = [label for label, token in top1.items() if token in weather]
-    assert english_layers == ["layer 11", "layer 12", "layer 13", "layer 14"], top1
+    assert english_layers == ["block 11", "block 12", "block 13", "block 14"], top1
     for row in range(12, 16):  # layers 11..14: English weather words fill the top-5
         assert len(weather & set(lens.top_tokens[row][-1])) >= 2, lens.top_tokens[row][-1]
-    assert top1["layer 17"] == "预"
-    assert all("\u4e00" <= ch <= "\u9fff" for ch in top1["layer 17"])  # a Chinese character
+    assert top1["block 17"] == "预"
+    assert all("\u4e00" <= ch <= "\u9fff" for ch in top1["block 17"])  # a Chinese character
 
 
 @pytest.mark.slow
@@ -432,7 +432,7 @@ def test_gemma_lens_reaches_paris_before_the_last_layer(gemma):
     model, tok = gemma
     lens = logit_lens(model, tok, EIFFEL, target=" Paris")
     # measured: ' Paris' is top-1 from layer 13 of 0..17 on (rank 1 after ' Eiffel' at layer 12)
-    assert lens.layer_labels[lens.first_layer(" Paris")] == "layer 13"
+    assert lens.layer_labels[lens.first_layer(" Paris")] == "block 13"
     ranks = lens.target_rank[:, -1].tolist()
     assert ranks[14:] == [0] * 5 and ranks[13] == 1, ranks
     assert min(ranks[:11]) > 1000, ranks

@@ -163,14 +163,14 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
     # the reader's settings carry over: block 12, head 3, and the temperature below
     page.evaluate("""(() => { const root = document.querySelector('div.llmlab-view.llmlab-attention');
       const [layer, head] = root.querySelectorAll('.llmlab-controls select');
-      layer.value = String([...layer.options].findIndex(o => o.text === 'layer 12'));
+      layer.value = String([...layer.options].findIndex(o => o.text === 'block 12'));
       layer.dispatchEvent(new Event('change')); head.value = '3'; head.dispatchEvent(new Event('change'));
       const t = document.querySelector('div.llmlab-view.llmlab-sampling input[data-name=temperature]');
       t.value = '0.7'; t.dispatchEvent(new Event('input')); return 1; })()""")
     attention = page.evaluate(RUN_VIEW % ("attention", json.dumps(prompt)), timeout=300)
     settings = page.evaluate("[...document.querySelectorAll('div.llmlab-view.llmlab-attention [data-live=yes] "
                              ".llmlab-controls select')].slice(0, 2).map(s => s.options[s.selectedIndex].text)")
-    assert settings == ["layer 12", "head 3"]
+    assert settings == ["block 12", "head 3"]
     assert attention["tokens"] == shown
     assert len(attention["cells"]) == len(ids) ** 2
     assert f"({len(ids)} tokens)" in attention["status"]

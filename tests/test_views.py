@@ -81,7 +81,7 @@ def test_attention_view_hover_selects_query_and_key(tmp_path):
           "selects[1].value = '1'; selects[1].dispatchEvent(new Event('change'));"
           + hover("td.llmlab-cell", 3 * T + 1))
     result = open_view(view, tmp_path, js)
-    expected = f"layer 2 · head 1 · \"\u2423on\" → \"\u2423cat\": {round(w[2, 1, 3, 1] * 255) / 255:.3f}"
+    expected = f"block 2 · head 1 · \"\u2423on\" → \"\u2423cat\": {round(w[2, 1, 3, 1] * 255) / 255:.3f}"
     assert readouts(result.dom)[0].startswith(expected)
     # the hovered cell is outlined, and the headers of its row and column
     assert result.dom.count("llmlab-cell llmlab-hl") == 1
@@ -119,11 +119,11 @@ def test_two_views_on_one_page_work_independently(tmp_path):
 def test_lens_view_hover_shows_top_k_and_target_rank(tmp_path):
     top_tokens = [[["a", "b"], [" Paris", " Rome"]], [["c", "d"], [" Rome", " Paris"]]]
     top_probs = np.array([[[0.5, 0.2], [0.9, 0.05]], [[0.4, 0.3], [0.6, 0.3]]])
-    view = LensView(["The", " city"], ["embed", "layer 0"], top_tokens, top_probs, target=" Paris",
+    view = LensView(["The", " city"], ["embed", "block 0"], top_tokens, top_probs, target=" Paris",
                     target_rank=[[5, 0], [7, 1]], target_prob=[[0.01, 0.9], [0.001, 0.3]])
     result = open_view(view, tmp_path, hover("td.llmlab-cell", 3) + hover("td.llmlab-cell", 3, "click"))
     text = readouts(result.dom)[0]
-    assert "layer 0 · position 1" in text and "[pinned]" in text
+    assert "block 0 · position 1" in text and "[pinned]" in text
     assert "1. \u2423Rome" in text and "2. \u2423Paris" in text
     assert 'target "\u2423Paris": rank 2, p = 0.3000' in text
     assert result.dom.count("llmlab-cell llmlab-target") == 1     # only the cell where the target is top-1
@@ -221,7 +221,7 @@ def test_matplotlib_helpers(tmp_path):
 
     ax = plot_attention(attention_weights()[0, 0], TOKENS, title="t")
     assert len(ax.get_xticklabels()) == len(TOKENS)
-    lens = LensResult(tokens=["a", "b"], positions=[0, 1], layer_labels=["embed", "layer 0"],
+    lens = LensResult(tokens=["a", "b"], positions=[0, 1], layer_labels=["embed", "block 0"],
                       top_ids=torch.zeros(2, 2, 1, dtype=torch.long), top_probs=torch.full((2, 2, 1), 0.5),
                       top_tokens=[[["x"], ["y"]], [["z"], ["w"]]])
     ax = plot_lens(lens)
@@ -256,7 +256,7 @@ def test_views_built_from_a_tiny_model(tiny, tmp_path):
     model, tok = tiny
     attention = AttentionView.from_model(model, tok, "hello", layers=[-1])
     assert attention.weights.shape == (1, model.config.n_heads, 5, 5)
-    assert attention.data["layers"] == ["layer 1"]
+    assert attention.data["layers"] == ["block 1"]
     lens = LensView.from_model(model, tok, "abc", target="a")
     assert lens.data["layers"][0] == "embed" and lens.data["target"] == "a"
     tokens = TokensView.from_tokenizers("ab c", {"chars": tok})
@@ -379,7 +379,7 @@ def lens_view(n_layers=31, T=6, k=5, seed=0):
     rng = np.random.default_rng(seed)
     probs = np.sort(rng.random((n_layers, T, k)), axis=-1)[..., ::-1] / k
     tokens = [[[f"w{l}_{t}_{r}" for r in range(k)] for t in range(T)] for l in range(n_layers)]
-    return LensView([f"p{t}" for t in range(T)], ["embed"] + [f"layer {l}" for l in range(n_layers - 1)], tokens,
+    return LensView([f"p{t}" for t in range(T)], ["embed"] + [f"block {l}" for l in range(n_layers - 1)], tokens,
                     probs, title="lens")
 
 
@@ -403,7 +403,7 @@ def test_lens_readout_stays_put_and_stays_near_the_last_layers(tmp_path):
       out.legend = qa('.llmlab-legend', root).length;
     """, height=700, screenshot=tmp_path / "lens.png")
     assert out["before"] == out["afterFirst"] == out["afterLast"], "the readout or the table moved"
-    assert out["text"].startswith("layer 29 · position 5") and len(out["text"].splitlines()) == 6
+    assert out["text"].startswith("block 29 · position 5") and len(out["text"].splitlines()) == 6
     assert 0 < out["gap"] <= 700, "the readout is more than a screen away from the last layer"
     assert abs(out["header"]) <= 1 and abs(out["rowLabel"]) <= 1, "header row / first column did not stick"
     assert out["legend"] == 1
@@ -448,7 +448,7 @@ def test_touch_taps_show_and_pin_like_hovers(tmp_path):
       fire(td, 'click');
       out.text = readout(root);
     """)
-    assert out["text"].startswith("layer 1 · position 1") and "[pinned]" in out["text"]
+    assert out["text"].startswith("block 1 · position 1") and "[pinned]" in out["text"]
 
 
 def sink_weights(layers=2, heads=3, T=8, seed=1):
@@ -484,7 +484,7 @@ def test_heads_at_a_glance_and_the_sink_toggle(tmp_path):
       out.readout = readout(root);
     """, screenshot=tmp_path / "heads.png")
     assert out["thumbs"] == 4                                       # 3 heads and their mean
-    assert out["afterThumb"][0] == "2" and out["afterThumb"][1].startswith("layer 0 · head 2 ·")
+    assert out["afterThumb"][0] == "2" and out["afterThumb"][1].startswith("block 0 · head 2 ·")
     assert out["active"] == "h2"                                    # the focus follows to the next layer
     assert out["everyLayer"] == 8
     assert out["mean"] == ["1", "3"]
@@ -666,7 +666,7 @@ def test_sampling_view_never_shows_a_probability_above_one_and_clears_stale_samp
 
 
 def test_attention_thumbnails_are_labelled_with_the_layer_the_menu_names(tmp_path):
-    view = AttentionView(TOKENS, attention_weights(layers=2), layer_labels=["layer 3", "layer 29"], live=False)
+    view = AttentionView(TOKENS, attention_weights(layers=2), layer_labels=["block 3", "block 29"], live=False)
     path = view.save(tmp_path / "attention.html")
     out = run_in_page(path, PAGE_HELPERS + """
       var root = q('.llmlab-attention');
@@ -674,7 +674,7 @@ def test_attention_thumbnails_are_labelled_with_the_layer_the_menu_names(tmp_pat
       out.labels = qa('.llmlab-thumb span', root).map(function (n) { return n.textContent; });
       out.key = q('.llmlab-token-key', root).textContent;
     """)
-    assert out["labels"][:3] == ["L3 h0", "L3 h1", "L3 mean"] and "L29 h1" in out["labels"]
+    assert out["labels"][:3] == ["B3 h0", "B3 h1", "B3 mean"] and "B29 h1" in out["labels"]
     assert "\u2423 is a space" in out["key"]
 
 
@@ -683,7 +683,7 @@ def test_lens_note_says_when_the_target_is_never_the_top_token(tmp_path):
 
     top_tokens = [[["a", " sea"], ["b", " sea"]]] * 2
     probs = [[[0.6, 0.3], [0.5, 0.4]]] * 2
-    view = LensView(["x", "y"], ["embed", "layer 0"], top_tokens, probs, target=" sea",
+    view = LensView(["x", "y"], ["embed", "block 0"], top_tokens, probs, target=" sea",
                     target_rank=[[1, 2], [1, 1]], live=False)
     out = run_in_page(view.save(tmp_path / "lens.html"), PAGE_HELPERS + """
       out.note = q('.llmlab-lens .llmlab-note').textContent;

@@ -28,7 +28,7 @@ from llmlab.inspection.capture import capture, token_strings
 class LensResult:
     tokens: list[str]               # the prompt's tokens, one per position shown
     positions: list[int]            # which positions of the prompt they are
-    layer_labels: list[str]         # "embed", "layer 0", ..., "layer L-1" (one row each)
+    layer_labels: list[str]         # "embed", "block 0", ..., "block L-1": the stream after that block
     top_ids: torch.Tensor           # (L+1, P, k) most likely next-token ids at each layer/position
     top_probs: torch.Tensor         # (L+1, P, k) their probabilities
     top_tokens: list                # [L+1][P][k] the ids decoded
@@ -110,7 +110,7 @@ def _lens_of_row(model, tokenizer, ids, resid, real: list[int], k: int, target_i
             target_probs.append(probs[:, target_id].cpu())
     top_ids = torch.stack(top_ids)  # (L+1, P, k)
     top_tokens = [[[tokenizer.decode([int(t)]) for t in cell] for cell in row] for row in top_ids.tolist()]
-    labels = ["embed"] + [f"layer {i}" for i in range(model.config.n_layers)]
+    labels = ["embed"] + [f"block {i}" for i in range(model.config.n_layers)]  # row i + 1: after blocks[i]
     prompt_tokens = token_strings(tokenizer, ids[real])
     return LensResult(
         tokens=[prompt_tokens[p] for p in positions], positions=positions, layer_labels=labels,

@@ -49,7 +49,7 @@ class AttentionView(View):
         if T != T2 or T != len(tokens):
             raise ValueError(f"weights must be (layers, heads, T, T) with T = len(tokens) = {len(tokens)}; "
                              f"got shape {weights.shape}.")
-        layer_labels = list(layer_labels) if layer_labels is not None else [f"layer {i}" for i in range(n_layers)]
+        layer_labels = list(layer_labels) if layer_labels is not None else [f"block {i}" for i in range(n_layers)]
         if len(layer_labels) != n_layers:
             raise ValueError(f"{len(layer_labels)} layer labels for {n_layers} layers.")
         if not (-n_layers <= layer < n_layers and 0 <= head <= n_heads):
@@ -87,7 +87,7 @@ class AttentionView(View):
         weights = torch.stack([cache.pattern(l)[0] for l in layers])  # (L, H, T, T)
         tokens = show_token_ids(tokenizer, as_ids(model, tokenizer=tokenizer, prompt=prompt)[0]) if isinstance(prompt, str) \
             else cache.tokens
-        return cls(tokens, weights, [f"layer {l}" for l in layers], title=title, **kwargs)
+        return cls(tokens, weights, [f"block {l}" for l in layers], title=title, **kwargs)
 
     def static_html(self, layer: int | None = None, head: int | None = None) -> str:
         """The map of one layer/head (head=None: mean of heads) as a plain table."""

@@ -66,7 +66,7 @@ class LensView(View):
             return self.top_tokens[l][t][0], css_blue(p), p, tips
 
         return legend_html("top-1 probability") + grid_html(self.data["layers"], self.data["positions"], cell,
-                                                            "layer \\ token")
+                                                            "block \\ token")
 
 
 class SimilarityView(View):

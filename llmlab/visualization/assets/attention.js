@@ -49,7 +49,7 @@ window.llmlab.views.attention = function (root, data) {
   var controls = L.el('div', {'class': 'llmlab-controls'});
   var layerPick = L.select(data.layers, layer, function (v) { layer = v; paint(); });
   var headPick = L.select(headLabels, head, function (v) { head = v; paint(); });
-  controls.appendChild(L.labelled('layer', layerPick));
+  controls.appendChild(L.labelled('block', layerPick));
   controls.appendChild(L.labelled('head', headPick));
   var sinkBox = L.el('input', {type: 'checkbox', 'data-name': 'hide-sink'});
   sinkBox.checked = hideSink;
@@ -59,7 +59,7 @@ window.llmlab.views.attention = function (root, data) {
   sinkLabel.appendChild(document.createTextNode(' hide the first token (sink), renormalise rows'));
   controls.appendChild(sinkLabel);
   if (NL > 1) {
-    controls.appendChild(L.labelled('thumbnails', L.select(['heads of this layer', 'every layer'], 0,
+    controls.appendChild(L.labelled('thumbnails', L.select(['heads of this block', 'every block'], 0,
       function (v) { scope = v; drawThumbs(); })));
   }
   root.appendChild(controls);
@@ -113,10 +113,10 @@ window.llmlab.views.attention = function (root, data) {
     });
     markThumbs();
   }
-  // "layer 29" -> "L29": the number the layer menu shows, not the thumbnail's index
+  // "block 29" -> "B29": the number the layer menu shows, not the thumbnail's index
   function shortLayer(l) {
     var m = /(\d+)\s*$/.exec(data.layers[l]);
-    return m ? 'L' + m[1] : data.layers[l];
+    return m ? 'B' + m[1] : data.layers[l];
   }
   function markThumbs() {
     thumbNodes.forEach(function (b) {
@@ -187,7 +187,7 @@ window.llmlab.views.attention = function (root, data) {
 // head and sink setting as the book's view.
 window.llmlab.liveData.attention = function (r, data) {
   var layers = [];
-  for (var l = 0; l < r.nLayers; l++) layers.push('layer ' + l);
+  for (var l = 0; l < r.nLayers; l++) layers.push('block ' + l);
   var m = /(\d+)\s*$/.exec(data.layers[data.layer] || '');
   var layer = m ? Math.min(parseInt(m[1], 10), r.nLayers - 1) : 0;
   return {tokens: r.tokens, layers: layers, n_heads: r.nHeads, weightsArray: r.attentionArray, layer: layer,

@@ -24,11 +24,11 @@ window.llmlab.views.lens = function (root, data) {
   var key = L.tokenKey(tokens.concat(data.positions));
   if (key) root.appendChild(key);
   var readout = L.readout(k + 1 + (hasTarget ? 1 : 0),
-    'Hover, tap or arrow to a cell to see the top tokens at that layer and position; click or Enter pins it.');
+    'Hover, tap or arrow to a cell to see the top tokens at that block and position; click or Enter pins it.');
   root.appendChild(readout);
   var grid = L.grid({
-    rows: data.layers, cols: data.positions, corner: 'layer \\ token', className: 'llmlab-lens',
-    label: 'logit lens, rows are layers, columns are positions',
+    rows: data.layers, cols: data.positions, corner: 'block \\ token', className: 'llmlab-lens',
+    label: 'logit lens, rows are blocks, columns are positions',
     text: function (l, t) { return data.top_tokens[l][t][0]; },
     aria: function (l, t) {
       return data.layers[l] + ', position ' + t + ' ' + data.positions[t] + ': top token ' + data.top_tokens[l][t][0] +
@@ -64,7 +64,7 @@ window.llmlab.views.lens = function (root, data) {
 // The live model's result as this view's data: the logit lens at the last position, every layer.
 window.llmlab.liveData.lens = function (r, data) {
   var layers = ['embed'];
-  for (var l = 0; l + 1 < r.lens.length; l++) layers.push('layer ' + l);
+  for (var l = 0; l + 1 < r.lens.length; l++) layers.push('block ' + l);
   return {positions: [r.tokens[r.tokens.length - 1]], layers: layers,
           top_tokens: r.lens.map(function (row) { return [row.map(function (c) { return c.token; })]; }),
           top_probs: r.lens.map(function (row) { return [row.map(function (c) { return c.p; })]; }),
