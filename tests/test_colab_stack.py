@@ -153,6 +153,66 @@ def test_setup_commands_point_at_this_clone():
     assert any(f"llmlab[reference] @ git+file://{ROOT}" in args for args in commands), commands
 
 
+def stubbed_calls(nb) -> list[str]:
+    """Cells of a practise copy that call an exercise's stub when run (not inside check(...), a def or a lambda).
+
+    In a practise copy each exercise raises NotImplementedError until the reader writes it, and check()
+    reports that as "not attempted"; any other cell that calls the stub stops "Run all" there.
+    """
+    import ast
+
+    def parse(source):
+        try:
+            return ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            return None
+
+    stubs, found = set(), []
+    for number, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or (tree := parse(cell.source)) is None:
+            continue
+        if "exercise" in cell.get("metadata", {}).get("tags", []):
+            stubs |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and "NotImplementedError" in ast.unparse(node)}
+            continue
+
+        def calls(node):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                return
+            # guarded: `if result.passed:` (a check's verdict), or `try: ... except NotImplementedError:`
+            if isinstance(node, ast.If) and "passed" in ast.unparse(node.test):
+                return
+            if isinstance(node, ast.Try) and any("NotImplementedError" in ast.unparse(h.type or ast.Name("BaseException"))
+                                                 for h in node.handlers):
+                return
+            if isinstance(node, ast.Call):
+                if isinstance(node.func, ast.Name) and node.func.id == "check":
+                    return
+                if isinstance(node.func, ast.Name) and node.func.id in stubs:
+                    found.append(f"cell {number}: {node.func.id}(...)")
+            for child in ast.iter_child_nodes(node):
+                calls(child)
+
+        calls(tree)
+    return found
+
+
+def test_stubbed_calls_are_found():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def f(x):\n    raise NotImplementedError('Exercise f')", metadata={"tags": ["exercise"]}),
+        nbformat.v4.new_code_cell("check('f', f)\ncheck('f', lambda x: f(x))\ndef g():\n    return f(1)"),
+        nbformat.v4.new_code_cell("%time f(0)\ny = [f(i) for i in range(3)]\nprint(f(2))"),
+        nbformat.v4.new_code_cell("if result.passed:\n    f(1)\ntry:\n    f(2)\nexcept NotImplementedError:\n    pass")])
+    assert stubbed_calls(nb) == ["cell 2: f(...)", "cell 2: f(...)"]
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (NOTEBOOK_ROOT / "practise").glob("*.ipynb")))
+def test_a_practise_copy_calls_its_stubs_only_through_check(notebook):
+    """Run all goes to the end of a practise copy: only check() calls an exercise the reader has not written."""
+    found = stubbed_calls(nbformat.read(NOTEBOOK_ROOT / "practise" / notebook, as_version=4))
+    assert not found, (f"practise/{notebook}: these cells call an unwritten exercise, so 'Run all' stops there "
+                       f"(call it only inside check(), or compute the chapter's own result with llmlab): {found}")
+
+
 def test_a_tied_head_loads_without_torch_2_5s_public_pre_hook(monkeypatch):
     """torch < 2.5 (the floors stack runs 2.1) has only the private _register_load_state_dict_pre_hook."""
     import torch
