@@ -6,7 +6,7 @@ lowest transformers of pyproject.toml's `reference` range, numpy 2.0, ipywidgets
 Then every notebook below is copied alone into an empty folder and run top to bottom, after the
 commands of its own setup cell, run as written except that the repository address is replaced by this
 clone (git+file://, so the committed tree is what gets installed). Checked for each: no error, no
-`findfont` line, at most a few lines on stderr, every image in its markdown carried by the notebook
+`findfont` line, at most a few lines on stderr, no figure shown as `<Figure size ...>` text instead of a plot, every image in its markdown carried by the notebook
 in a form Colab shows (inline PNG or JPEG data: Colab shows neither SVG nor cell attachments in
 markdown), every image of the rendered notebook loaded, and that installing llmlab kept the stack's
 own versions (Colab's ipywidgets 7 must not be replaced).
@@ -27,7 +27,8 @@ an hour on a 2-core machine). LLMLAB_COLAB_REPORT=/path/file.jsonl appends one l
 
 LLMLAB_COLAB_FLOORS=1 rehearses the floors instead: every requirement of pyproject.toml (dependencies
 and the `reference` extra) installed at the lower bound of its range, torch included (below 2.13 PyPI
-has only the CUDA builds of torch: they run on a CPU, with ~2.5 GB of NVIDIA libraries beside them).
+has only the CUDA builds of torch: they run on a CPU, but `import torch` needs the NVIDIA libraries
+beside them; the floors stack takes about 7 GB). Its converted models are its own (in the stack's folder).
 Both stacks read their versions from pyproject.toml, so the ranges it declares are the ranges rehearsed.
 LLMLAB_COLAB_PYTHON=/path/to/python3.10 builds the stack on another interpreter (e.g. the lowest Python
 that requires-python allows).
