@@ -168,10 +168,13 @@ def stubbed_calls(nb) -> list[str]:
         except SyntaxError:
             return None
 
-    stubs, found = set(), []
+    stubs, verdicts, found = set(), set(), []      # verdicts: names bound to a check's result (ok = check(...))
     for number, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or (tree := parse(cell.source)) is None:
             continue
+        verdicts |= {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                     and isinstance(node.value.func, ast.Name) and node.value.func.id == "check"
+                     for target in node.targets if isinstance(target, ast.Name)}
         if "exercise" in cell.get("metadata", {}).get("tags", []):
             stubs |= {node.name for node in tree.body if isinstance(node, ast.FunctionDef) and "NotImplementedError" in ast.unparse(node)}
             continue
@@ -180,7 +183,8 @@ def stubbed_calls(nb) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 return
             # guarded: `if result.passed:` (a check's verdict), or `try: ... except NotImplementedError:`
-            if isinstance(node, ast.If) and "passed" in ast.unparse(node.test):
+            if isinstance(node, ast.If) and ("passed" in ast.unparse(node.test)
+                                             or {n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} & verdicts):
                 return
             if isinstance(node, ast.Try) and any("NotImplementedError" in ast.unparse(h.type or ast.Name("BaseException"))
                                                  for h in node.handlers):
@@ -202,7 +206,8 @@ def test_stubbed_calls_are_found():
         nbformat.v4.new_code_cell("def f(x):\n    raise NotImplementedError('Exercise f')", metadata={"tags": ["exercise"]}),
         nbformat.v4.new_code_cell("check('f', f)\ncheck('f', lambda x: f(x))\ndef g():\n    return f(1)"),
         nbformat.v4.new_code_cell("%time f(0)\ny = [f(i) for i in range(3)]\nprint(f(2))"),
-        nbformat.v4.new_code_cell("if result.passed:\n    f(1)\ntry:\n    f(2)\nexcept NotImplementedError:\n    pass")])
+        nbformat.v4.new_code_cell("if result.passed:\n    f(1)\ntry:\n    f(2)\nexcept NotImplementedError:\n    pass"),
+        nbformat.v4.new_code_cell("ok = check('f', f)\nif ok:\n    f(3)")])
     assert stubbed_calls(nb) == ["cell 2: f(...)", "cell 2: f(...)"]
 
 
