@@ -98,7 +98,7 @@ def test_activation_patching_is_defined_at_the_label_chapter_16_links_to():
 def test_every_exercise_check_says_why_it_passes_in_the_book():
     notebook = cells()
     checks = [i for i, (kind, source, _) in enumerate(notebook)
-              if kind == "code" and re.search(r"^check\(\"(\w+)\"", source, re.M)]
+              if kind == "code" and re.search(r"^(?:\w+ = )?check\(\"(\w+)\"", source, re.M)]
     assert len(checks) == 4
     for i in checks:
         exercise = next(source for kind, source, _ in reversed(notebook[:i]) if "{exercise}" in source)
