@@ -6,6 +6,10 @@
 Each chapter can be opened two ways: to read (chapters/, solutions shown) and to practise (practise/,
 the student copy that `llmlab assign` makes, with a note on top). The copies are committed, so that
 Colab can open them from the repository; tests/test_practise.py fails when one is out of date.
+
+A chapter is two pages: the lesson (chapters/NN_name.ipynb), which holds the exercises, and its lab
+(chapters/NN_name_lab.ipynb), which holds the evidence. A lab gets a practise copy only if it has
+exercises of its own (a cell tagged "solution" or a `check("...")` call); the others have nothing to practise.
 """
 from __future__ import annotations
 
@@ -24,8 +28,21 @@ NOTE = ("**Practise copy.** The solutions are removed: each exercise raises `Not
         "is `chapters/{name}` in the same repository.")
 
 
+def is_lab(path: Path) -> bool:
+    """A lab page: chapters/NN_name_lab.ipynb, the evidence that goes with the lesson NN_name.ipynb."""
+    return path.stem.endswith("_lab")
+
+
+def has_exercises(path: Path) -> bool:
+    """Whether a notebook holds an exercise: a solution cell or a check("<id>", ...) call."""
+    from llmlab.grading.assign import check_ids, is_solution
+    nb = nbformat.read(path, as_version=4)
+    return any(is_solution(cell) or (cell.cell_type == "code" and check_ids(cell.source)) for cell in nb.cells)
+
+
 def chapters() -> list[Path]:
-    return sorted(p for p in CHAPTERS.glob("*.ipynb"))
+    """The notebooks that get a practise copy: every lesson and appendix, and the labs with exercises."""
+    return sorted(p for p in CHAPTERS.glob("*.ipynb") if not is_lab(p) or has_exercises(p))
 
 
 def practise_copy(chapter: Path) -> nbformat.NotebookNode:

@@ -6,8 +6,10 @@
 
 For each notebook in chapters/ and practise/:
 
-1. The setup cell (the cell tagged `colab-setup`; the first cell of a chapter) is rewritten from
-   the repository address in _config.yml (`repository: url`), the one place the address is written.
+1. The setup cell (the cell tagged `colab-setup`; the first cell of a lesson and of a lab) is rewritten
+   from the repository address in _config.yml (`repository: url`), the one place the address is written,
+   and tagged `remove-cell`: Colab and Jupyter run it, the book's page leaves it out (it installs
+   nothing outside Colab, and a folded cell above the title only puzzles a reader).
 2. Every diagram written as `![alt](../figures/generated/NAME.svg)` becomes the same image inline,
    `![alt](data:image/png;base64,... "NAME.svg")`: the PNG that the figure script wrote beside the SVG
    (figures/_svg.py), carried by the notebook itself, so Colab and Jupyter show it without the
@@ -33,6 +35,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("chapters", "practise")
 SETUP_TAG = "colab-setup"
+SETUP_TAGS = [SETUP_TAG, "remove-cell"]          # run in a notebook, not shown in the book
 # ![alt](../figures/generated/NAME.svg), or what this script made of it: ![alt](data:image/png;base64,... "NAME.svg")
 FIGURE_LINK = re.compile(r'(!\[[^\]]*\]\()(?:\.\./figures/generated/([A-Za-z0-9_.\-]+\.svg)'
                          r'|data:image/png;base64,[A-Za-z0-9+/=]* "([A-Za-z0-9_.\-]+\.svg)")(\))')
@@ -78,6 +81,9 @@ def sync_notebook(nb, url: str, figures: Path, name: str) -> list[str]:
         problems.append(f"{name}: expected one code cell tagged {SETUP_TAG!r}, found {len(setup)}")
     else:
         setup[0].source = setup_source(url)
+        others = [t for t in setup[0].metadata.get("tags", [])
+                  if t not in SETUP_TAGS and t not in ("hide-cell", "hide-input", "remove-input")]
+        setup[0].metadata["tags"] = SETUP_TAGS + others
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue

@@ -72,7 +72,7 @@ def test_sync_inlines_diagrams_and_writes_the_setup_cell_once(tmp_path, figures,
     assert sync.main(["--root", str(copy), "--check"]) == 0
     nb = nbformat.reads(first, as_version=4)
     assert nb.cells[0].source == sync.setup_source(URL)
-    assert nb.cells[0].metadata["tags"] == ["colab-setup", "hide-cell"]
+    assert nb.cells[0].metadata["tags"] == ["colab-setup", "remove-cell"]   # run in Colab, left out of the page
     [(data, name)] = re.findall(r'!\[A diagram\]\(data:image/png;base64,([^ ]+) "([^"]+)"\)', nb.cells[1].source)
     assert base64.b64decode(data) == (figures / name.replace(".svg", ".png")).read_bytes()
     assert nb.cells[1].source.endswith("\n\nText.")
@@ -98,3 +98,12 @@ def test_one_repository_address():
     for path in sync.notebooks(ROOT):
         [setup] = [c for c in nbformat.read(path, as_version=4).cells if "colab-setup" in c.metadata.get("tags", [])]
         assert f"git+{URL}\"" in setup.source, f"{path.name}: the setup cell installs from elsewhere"
+
+
+def test_the_setup_cell_stays_out_of_the_book_page():
+    """The setup cell is tagged remove-cell: no "Show code cell content" bar above a chapter's title."""
+    for path in sync.notebooks(ROOT):
+        cells = nbformat.read(path, as_version=4).cells
+        [setup] = [c for c in cells if "colab-setup" in c.metadata.get("tags", [])]
+        assert "remove-cell" in setup.metadata["tags"], path.name
+        assert not {"hide-cell", "hide-input"} & set(setup.metadata["tags"]), path.name
