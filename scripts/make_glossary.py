@@ -60,7 +60,8 @@ def chapter_files() -> dict:
     """chapter number -> the notebook's file name (without the folder)."""
     files = {}
     for path in sorted((ROOT / "chapters").glob("[0-9][0-9]*_*.ipynb")):
-        files[chapter_id(path.name.split("_", 1)[0])] = path.name
+        if not path.stem.endswith("_lab"):          # the lesson teaches the terms; its lab only uses them
+            files[chapter_id(path.name.split("_", 1)[0])] = path.name
     return files
 
 

@@ -18,6 +18,12 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 
 
+def json_markdown(text: str) -> str:
+    """The markdown cells of a notebook's JSON text, joined."""
+    import json
+    return "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("notebook")
@@ -34,7 +40,19 @@ def main() -> int:
         if (ROOT / name).exists():
             (book / name).symlink_to(ROOT / name)
     shutil.copy(notebook, book / "chapters" / notebook.name)
-    (book / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: chapters/{notebook.stem}\n")
+    # every other page of chapters/ as a one-line stub with its own title, so that {doc} links from
+    # this page (a lab to its lesson, to the appendices) resolve as they do in the whole book
+    stubs = []
+    for other in sorted((ROOT / "chapters").glob("*")):
+        if other.suffix not in (".ipynb", ".md") or other.stem == notebook.stem:
+            continue
+        text = other.read_text(encoding="utf-8")
+        title = next((line for line in (json_markdown(text) if other.suffix == ".ipynb" else text).splitlines()
+                      if line.startswith("# ")), f"# {other.stem}")
+        (book / "chapters" / f"{other.stem}.md").write_text(f"{title}\n\n(stub for the preview)\n")
+        stubs.append(other.stem)
+    (book / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: chapters/{notebook.stem}\n"
+                                   + "".join(f"  - file: chapters/{stem}\n" for stem in stubs))
     start = time.perf_counter()
     result = subprocess.run([str(Path(sys.executable).with_name("jupyter-book")), "build", "--all", "-W",
                              "--keep-going", str(book)], capture_output=True, text=True)

@@ -1,4 +1,6 @@
-"""Write _toc.yml: the book's Parts in reading order (only chapters that exist are listed)."""
+"""Write _toc.yml: the book's Parts in reading order (only chapters that exist are listed).
+
+A chapter's lab (chapters/NN_name_lab.ipynb), where there is one, is listed as a section of its lesson."""
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,14 +15,18 @@ PARTS = [
     ("Part VI. Training and other architectures", ["12_training", "13_encoders_decoders"]),
     ("Part VII. Looking inside a trained model", ["14_contextual_representations", "15_logit_lens",
                                                   "16_steering_and_patchscopes"]),
-    ("Appendices", ["appendix_glossary", "appendix_notation", "appendix_instructor",
-                    "appendix_further_reading", "appendix_build_report"]),
+    ("Appendices", ["appendix_glossary", "appendix_notation", "appendix_evidence", "appendix_instructor",
+                    "appendix_further_reading", "appendix_live_model", "appendix_build_report"]),
 ]
 lines = ["# Table of contents: the book's Parts and chapters, in reading order.",
          "format: jb-book", "root: intro", "parts:"]
 for caption, stems in PARTS:
     present = [s for s in stems if any((ROOT / "chapters" / f"{s}{ext}").exists() for ext in (".ipynb", ".md"))]
     if present:
-        lines += [f"  - caption: {caption}", "    chapters:"] + [f"      - file: chapters/{s}" for s in present]
+        lines += [f"  - caption: {caption}", "    chapters:"]
+        for s in present:
+            lines.append(f"      - file: chapters/{s}")
+            if (ROOT / "chapters" / f"{s}_lab.ipynb").exists():
+                lines += ["        sections:", f"          - file: chapters/{s}_lab"]
 (ROOT / "_toc.yml").write_text("\n".join(lines) + "\n")
 print((ROOT / "_toc.yml").read_text())

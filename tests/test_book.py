@@ -15,14 +15,29 @@ ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+# A chapter is two pages: the lesson NN_name.ipynb and, beside it, its lab NN_name_lab.ipynb (the evidence).
+LABS = [p for p in NOTEBOOKS if p.stem.endswith("_lab")]
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_practise  # noqa: E402
+
+
+def toc_entries():
+    """(file, parent file or None) for every page of _toc.yml, sections (a lesson's lab) included."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    entries = [(toc["root"], None)]
+
+    def walk(items, parent):
+        for item in items:
+            entries.append((item["file"], parent))
+            walk(item.get("sections", []), item["file"])
+
+    for part in toc.get("parts", []):
+        walk(part["chapters"], None)
+    return entries
 
 
 def toc_files():
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-    for part in toc.get("parts", []):
-        files += [chapter["file"] for chapter in part["chapters"]]
-    return files
+    return [file for file, _ in toc_entries()]
 
 
 def built(page):
@@ -37,6 +52,23 @@ def test_there_are_chapters():
     listed = set(toc_files())
     for notebook in NOTEBOOKS:
         assert f"chapters/{notebook.stem}" in listed, f"{notebook.name} is not listed in _toc.yml"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
+def test_a_lab_sits_under_its_lesson_and_says_what_it_examines(lab):
+    """NN_name_lab.ipynb: a child of NN_name in the table of contents, titled "# Lab: ...", whose opening
+    paragraph links its lesson and the appendix on reading the evidence."""
+    lesson = lab.with_name(lab.name.replace("_lab.ipynb", ".ipynb"))
+    assert lesson.exists(), f"{lab.name}: no lesson {lesson.name} beside it"
+    parents = dict(toc_entries())
+    assert parents.get(f"chapters/{lab.stem}") == f"chapters/{lesson.stem}", \
+        f"{lab.name}: list it in _toc.yml under `- file: chapters/{lesson.stem}` as `sections: [- file: chapters/{lab.stem}]`"
+    markdown = [c for c in json.loads(lab.read_text())["cells"] if c["cell_type"] == "markdown"]
+    first = "\n\n".join("".join(c["source"]) for c in markdown[:2])    # the title, then one paragraph
+    assert first.startswith("# Lab: "), f"{lab.name}: the first markdown cell must open with '# Lab: <what it examines>'"
+    assert re.search(r"\{doc\}`(?:[^`<]*<)?" + re.escape(lesson.stem) + r">?`", first), \
+        f"{lab.name}: the opening paragraph must link the lesson with {{doc}}`{lesson.stem}`"
+    assert re.search(r"\{doc\}`(?:[^`<]*<)?appendix_evidence>?`", first), f"{lab.name}: the opening paragraph must link {{doc}}`appendix_evidence`"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
@@ -186,6 +218,11 @@ def test_every_chapter_has_a_colab_link_to_its_notebook():
         read = [link for link in links if link.endswith(f"/blob/{CONFIG['repository']['branch']}/chapters/{notebook.name}")]
         practise = [link for link in links if link.endswith(f"/blob/{CONFIG['repository']['branch']}/practise/{notebook.name}")]
         assert read, f"no 'Colab: read' link on {notebook.stem}.html: {links}"
-        assert practise, f"no 'Colab: practise' link on {notebook.stem}.html: {links}"
-        assert (ROOT / "practise" / notebook.name).exists()
-        assert "Colab: practise" in page and "Colab: read" in page
+        assert "Colab: read" in page
+        if notebook in make_practise.chapters():
+            assert practise, f"no 'Colab: practise' link on {notebook.stem}.html: {links}"
+            assert (ROOT / "practise" / notebook.name).exists()
+            assert "Colab: practise" in page
+        else:   # a lab without exercises: nothing to practise, so no practise copy and no link to one
+            assert not practise and "Colab: practise" not in page, notebook.name
+            assert not (ROOT / "practise" / notebook.name).exists(), notebook.name

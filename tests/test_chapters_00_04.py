@@ -36,7 +36,8 @@ import re  # noqa: E402
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS_0_4 = sorted((ROOT / "chapters").glob("0[0-4]_*.ipynb"))
+CHAPTERS_0_4 = sorted(p for p in (ROOT / "chapters").glob("0[0-4]_*.ipynb") if not p.stem.endswith("_lab"))  # the lessons
+LABS_0_4 = sorted((ROOT / "chapters").glob("0[0-4]_*_lab.ipynb"))
 
 
 def cells(path):

@@ -21,7 +21,8 @@ from llmlab.config import ModelConfig
 from llmlab.exercises import check
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = {n: next((ROOT / "chapters").glob(f"0{n}_*.ipynb")) for n in range(5, 10)}
+CHAPTERS = {n: next(p for p in sorted((ROOT / "chapters").glob(f"0{n}_*.ipynb")) if not p.stem.endswith("_lab"))
+            for n in range(5, 10)}   # the lessons (NN_name_lab.ipynb is the lab beside each)
 GLUED = re.compile(r"\{glue:text\}`([A-Za-z0-9_]+)(?::[^`]*)?`")
 # ../figures/generated/NAME.svg, or the inline copy scripts/sync_notebooks.py writes (the name kept as its title)
 FIGURE = re.compile(r'(?:\.\./figures/generated/|data:image/png;base64,[A-Za-z0-9+/=]+ ")([A-Za-z0-9_]+)\.svg')

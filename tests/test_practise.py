@@ -39,3 +39,21 @@ def test_practise_copies_hold_no_solution_and_keep_the_checks():
         if solutions:
             assert any("NotImplementedError" in c.source for c in copy.cells), chapter.name
         assert copy.cells[1].source.startswith("**Practise copy.**") or copy.cells[0].source.startswith("**Practise copy.**")
+
+
+def test_a_lab_gets_a_practise_copy_only_if_it_has_exercises(tmp_path, monkeypatch):
+    """A lab (NN_name_lab.ipynb) holds evidence, not exercises: no practise copy, unless it has an exercise."""
+    def notebook(name, *cells):
+        nbformat.write(nbformat.v4.new_notebook(cells=list(cells)), tmp_path / name)
+
+    title = nbformat.v4.new_markdown_cell("# 1. A lesson")
+    solution = nbformat.v4.new_code_cell("def double(x):\n    return 2 * x")
+    solution.metadata["tags"] = ["solution"]
+    notebook("01_x.ipynb", title, solution, nbformat.v4.new_code_cell('check("double", double)'))
+    notebook("01_x_lab.ipynb", nbformat.v4.new_markdown_cell("# Lab: evidence"), nbformat.v4.new_code_cell("1 + 1"))
+    notebook("02_y_lab.ipynb", nbformat.v4.new_markdown_cell("# Lab: with an exercise"),
+             nbformat.v4.new_code_cell('check("triple", lambda x: 3 * x)'))
+    monkeypatch.setattr(make_practise, "CHAPTERS", tmp_path)
+    assert [p.name for p in make_practise.chapters()] == ["01_x.ipynb", "02_y_lab.ipynb"]
+    for lab in sorted(make_practise.CHAPTERS.glob("*_lab.ipynb")):
+        assert make_practise.is_lab(lab)
