@@ -2,16 +2,20 @@
 
 Tolerances: next-token probabilities within 1e-4 and the same top-20 order; attention weights
 within 1e-4; the logit lens's top-5 ids equal and probabilities within 1e-4 (both sides run in
-float32 on the same dequantized numbers, in a different order of additions).
+float32 on the same dequantized numbers, in a different order of additions). The cache, the
+knock-outs and the steering are checked the same way against llmlab's own generation and hooks.
 """
 import numpy as np
 import pytest
 import torch
 
 import llmlab
-from llmlab.inspection import capture, logit_lens
-from llmlab.live import LIVE_OUTPUTS, MAX_TOKENS, export_onnx, run_onnx
-from llmlab.live.export import CHUNK_BYTES
+from llmlab.hooks import hook_name
+from llmlab.inspection import ablate, capture, logit_lens
+from llmlab.inspection.capture import hooks
+from llmlab.inspection.steering import mean_resid, steer, steering_vector
+from llmlab.live import CONTEXT, LIVE_OUTPUTS, export_onnx, run_onnx
+from llmlab.live.export import CHUNK_BYTES, pack_nibbles
 from llmlab.live.site import decode_15bit, encode_15bit
 
 PROMPTS = ["The Eiffel Tower is in the city of", "我喜欢喝茶，因为"]
@@ -33,29 +37,118 @@ def exported(tmp_path_factory):
     return path, session
 
 
+def softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_onnx_matches_llmlab(smol, exported, prompt):
     model, tokenizer = smol
     path, session = exported
     ids = tokenizer.encode(prompt)
-    out = run_onnx(path, ids, session=session)
+    T = len(ids)
+    target = tokenizer.encode(" Paris")[0]
+    out = run_onnx(path, ids, session=session, lens_positions=range(T), lens_target=target)
     assert set(out) == set(LIVE_OUTPUTS)
 
-    logits, cache = capture(model, tokenizer, prompt, names=["*hook_pattern"])
+    logits, cache = capture(model, tokenizer, prompt, names=["*hook_pattern", "*hook_resid_post"])
     probs = torch.softmax(logits[0, -1].float(), -1).numpy()                     # (V,)
-    assert np.abs(out["probs"] - probs).max() < 1e-4
-    assert np.argsort(-out["probs"], kind="stable")[:20].tolist() == np.argsort(-probs, kind="stable")[:20].tolist()
+    got = softmax(out["logits"].astype(np.float64))
+    assert np.abs(got - probs).max() < 1e-4
+    assert np.argsort(-got, kind="stable")[:20].tolist() == np.argsort(-probs, kind="stable")[:20].tolist()
 
-    L, H, T = model.config.n_layers, model.config.n_heads, len(ids)
+    L, H = model.config.n_layers, model.config.n_heads
     assert out["attention"].shape == (L, H, T, T)
     for layer in range(L):
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()         # (H, T, T)
         assert np.abs(out["attention"][layer] - pattern).max() < 1e-4, f"block {layer}"
+        resid = cache[f"blocks.{layer}.hook_resid_post"][0, -1].numpy()
+        assert np.abs(out["resid"][layer + 1] - resid).max() < 1e-3 * max(1.0, np.abs(resid).max())
     assert np.allclose(out["attention"].sum(-1), 1, atol=1e-5)
 
-    lens = logit_lens(model, tokenizer, prompt, k=5, positions=[-1])
-    assert (out["lens_ids"] == lens.top_ids[:, 0].numpy()).all()                # (L+1, 5)
-    assert np.abs(out["lens_probs"] - lens.top_probs[:, 0].numpy()).max() < 1e-4
+    # the lens at every position (the book's grid), and the target's rank and probability in it
+    lens = logit_lens(model, tokenizer, prompt, k=5, target=target)
+    assert out["lens_ids"].shape == (L + 1, T, 5)
+    assert (out["lens_ids"] == lens.top_ids.numpy()).all()
+    assert np.abs(out["lens_probs"] - lens.top_probs.numpy()).max() < 1e-4
+    ranks, want = out["lens_target_ranks"], lens.target_rank.numpy()
+    assert (ranks[want < 20] == want[want < 20]).all()           # far down the list, near-ties may swap
+    assert (np.abs(ranks - want) <= 0.01 * want + 2).all()
+    assert np.abs(out["lens_target_probs"] - lens.target_prob.numpy()).max() < 1e-4
+
+
+def test_a_decode_step_with_the_cache_equals_the_whole_pass(smol, exported):
+    """Prompt minus its last token, then that token alone with the cache: the same next token and keys."""
+    _, tokenizer = smol
+    path, session = exported
+    ids = tokenizer.encode(PROMPTS[0])
+    whole = run_onnx(path, ids, session=session)
+    head = run_onnx(path, ids[:-1], session=session, attention=False, lens_positions=())
+    assert head["attention"].shape[2] == 0 and head["lens_ids"].shape[1] == 0     # nothing asked, nothing made
+    step = run_onnx(path, ids[-1:], session=session, past=(head["present_keys"], head["present_values"]))
+    assert step["present_keys"].shape == whole["present_keys"].shape == (30, 3, len(ids), 64)
+    assert np.abs(step["present_keys"] - whole["present_keys"]).max() < 1e-4
+    assert np.abs(step["logits"] - whole["logits"]).max() < 1e-3
+    assert step["attention"].shape == (30, 9, 1, len(ids))                        # the new row, over every key
+    assert np.abs(step["attention"][:, :, 0] - whole["attention"][:, :, -1]).max() < 1e-5
+
+
+def test_greedy_with_the_cache_writes_llmlab_generate_tokens(smol, exported):
+    model, tokenizer = smol
+    path, session = exported
+    ids = tokenizer.encode("The capital of France is")
+    want = llmlab.generate(model, torch.tensor([ids]), max_new_tokens=8)[0, len(ids):].tolist()
+    out, got = run_onnx(path, ids, session=session, attention=False, lens_positions=()), []
+    for _ in range(8):
+        got.append(int(out["logits"].argmax()))
+        out = run_onnx(path, got[-1:], session=session, past=(out["present_keys"], out["present_values"]),
+                       attention=False, lens_positions=())
+    assert got == want
+
+
+def test_knocked_out_heads_give_llmlab_ablate_numbers(smol, exported):
+    model, tokenizer = smol
+    path, session = exported
+    prompt = PROMPTS[0]
+    ids = tokenizer.encode(prompt)
+    want = ablate(model, tokenizer, prompt, layer=4, head=2)[0, -1].numpy()
+    got = run_onnx(path, ids, session=session, ablate=[(4, 2)])["logits"]
+    assert np.abs(got - want).max() < 1e-3
+
+    def zero(head):
+        def fn(z):  # (B, T, H, hd)
+            z = z.clone()
+            z[:, :, head] = 0.0
+            return z
+        return fn
+    with torch.no_grad(), hooks(model, {hook_name(0, "attn.z"): zero(3), hook_name(7, "attn.z"): zero(8)}):
+        want = model(torch.tensor([ids]))[0, -1].numpy()
+    got = run_onnx(path, ids, session=session, ablate=[(0, 3), (7, 8)])["logits"]
+    plain = run_onnx(path, ids, session=session)["logits"]
+    assert np.abs(got - want).max() < 1e-3
+    assert np.abs(got - plain).max() > 1e-2                  # the knock-out changed the output
+
+
+def test_steering_gives_llmlab_steer_numbers(smol, exported):
+    model, tokenizer = smol
+    path, session = exported
+    layer, scale = 10, 4.0
+    vector = steering_vector(model, tokenizer, ["I love it", "What a joy"], ["I hate it", "What a pain"], layer)
+    # the vector from the live model's own residual stream (what the page's difference of means uses)
+    live_mean = [np.mean([run_onnx(path, tokenizer.encode(p), session=session)["resid"][layer + 1] for p in ps], 0)
+                 for ps in (["I love it", "What a joy"], ["I hate it", "What a pain"])]
+    assert np.abs((live_mean[0] - live_mean[1]) - vector.numpy()).max() < 1e-2 * vector.abs().max().item()
+    assert np.abs(live_mean[0] - mean_resid(model, tokenizer, ["I love it", "What a joy"], layer).numpy()).max() < 1e-2
+
+    ids = tokenizer.encode("Today I feel")
+    with torch.no_grad(), steer(model, vector, layer, scale):
+        want = model(torch.tensor([ids]))[0, -1].numpy()
+    rows = np.zeros((30, 576), np.float32)
+    rows[layer] = scale * vector.numpy()
+    got = run_onnx(path, ids, session=session, steer=rows)["logits"]
+    assert np.abs(got - want).max() < 1e-3
+    assert np.abs(got - run_onnx(path, ids, session=session)["logits"]).max() > 0.1
 
 
 def test_onnx_keeps_the_files_numbers_in_small_files(exported):
@@ -63,16 +156,24 @@ def test_onnx_keeps_the_files_numbers_in_small_files(exported):
     data = sorted(path.parent.glob("model.data.*"))
     sizes = [p.stat().st_size for p in data]
     assert len(data) >= 2 and max(sizes) <= CHUNK_BYTES
-    # The GGUF's Q4_1 and Q8_0 blocks are 98 MB; the export holds the same bytes, reordered.
-    assert 90e6 < sum(sizes) + path.stat().st_size < 100e6
+    # The GGUF's Q4_1 and Q8_0 blocks are 98 MB; the export holds the same bytes, reordered (the
+    # RoPE tables for the whole context add 0.5 MB to the graph file).
+    assert 90e6 < sum(sizes) + path.stat().st_size < 101e6
+
+
+def test_nibbles_pack_in_matmulnbits_order():
+    values = np.arange(32, dtype=np.uint8) % 16
+    packed = pack_nibbles(values)
+    assert packed.shape == (16,)
+    assert [(b & 15, b >> 4) for b in packed[:2]] == [(0, 1), (2, 3)]
 
 
 def test_run_onnx_refuses_bad_lengths(exported):
     path, session = exported
-    with pytest.raises(ValueError, match="1 to 128 tokens; got 0"):
+    with pytest.raises(ValueError, match=f"1 to {CONTEXT} tokens in all .*got 0 cached and 0 new"):
         run_onnx(path, [], session=session)
-    with pytest.raises(ValueError, match=f"got {MAX_TOKENS + 1}"):
-        run_onnx(path, [1] * (MAX_TOKENS + 1), session=session)
+    with pytest.raises(ValueError, match=f"got 0 cached and {CONTEXT + 1} new"):
+        run_onnx(path, [1] * (CONTEXT + 1), session=session)
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", b"\xff" * 15, bytes(range(256)) * 3 + b"xyz"])

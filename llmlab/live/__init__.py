@@ -14,6 +14,6 @@ what that needs, from the same GGUF file llmlab loads:
 
 The page side (loading, the Web Worker, the tokenizer in JavaScript) lives in assets/live/.
 """
-from llmlab.live.export import LIVE_OUTPUTS, MAX_TOKENS, export_onnx, run_onnx
+from llmlab.live.export import CONTEXT, LIVE_OUTPUTS, MAX_TOKENS, export_onnx, run_onnx
 
-__all__ = ["LIVE_OUTPUTS", "MAX_TOKENS", "export_onnx", "run_onnx"]
+__all__ = ["CONTEXT", "LIVE_OUTPUTS", "MAX_TOKENS", "export_onnx", "run_onnx"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llmlab.live.export import LENS_K, MAX_TOKENS, export_onnx, smollm2_config, smollm2_gguf_path
+from llmlab.live.export import CONTEXT, LENS_K, MAX_TOKENS, export_onnx, smollm2_config, smollm2_gguf_path
 
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 MAX_FILE_BYTES = 50_000_000      # what common static hosts accept comfortably
@@ -135,8 +135,9 @@ def write_site(folder: str | os.PathLike, npm_folder: str | os.PathLike) -> dict
             files.append(dict(script=script, key=name, bytes=len(data), script_bytes=size))
         size = write_text_script(staging / "tokenizer.js", "tokenizer", tokenizer_json())
         files.append(dict(script="tokenizer.js", key="tokenizer", bytes=size, script_bytes=size))
-        manifest = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF)", max_tokens=MAX_TOKENS, lens_k=LENS_K,
-                        n_layers=config.n_layers, n_heads=config.n_heads,
+        manifest = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF)", max_tokens=MAX_TOKENS, context=CONTEXT,
+                        lens_k=LENS_K, n_layers=config.n_layers, n_heads=config.n_heads,
+                        n_kv_heads=config.n_kv_heads, head_dim=config.head_dim, d_model=config.d_model,
                         digest=inputs_digest(npm_folder), files=files)
         (staging / "manifest.js").write_text(f"var llmlabLiveManifest = {json.dumps(manifest, indent=1)};\n")
         staging.chmod(0o755)                       # mkdtemp makes it private; a web server must read it
