@@ -136,7 +136,7 @@ def test_lens_result_helpers():
     assert lens.tokens == ["r", "e"] and lens.positions == [9, 10]
     assert len(lens.column(-1)) == model.config.n_layers + 1
     top_last = lens.top_tokens[-1][-1][0]
-    assert lens.first_layer(top_last) is not None and lens.first_layer("no such token") is None
+    assert lens.first_row(top_last) is not None and lens.first_row("no such token") is None
     assert "block 1" in str(lens)
     with pytest.raises(ValueError, match="2 tokens"):
         logit_lens(model, TOK, "ab", target="xy")
@@ -432,7 +432,7 @@ def test_gemma_lens_reaches_paris_before_the_last_layer(gemma):
     model, tok = gemma
     lens = logit_lens(model, tok, EIFFEL, target=" Paris")
     # measured: ' Paris' is top-1 from layer 13 of 0..17 on (rank 1 after ' Eiffel' at layer 12)
-    assert lens.layer_labels[lens.first_layer(" Paris")] == "block 13"
+    assert lens.layer_labels[lens.first_row(" Paris")] == "block 13"
     ranks = lens.target_rank[:, -1].tolist()
     assert ranks[14:] == [0] * 5 and ranks[13] == 1, ranks
     assert min(ranks[:11]) > 1000, ranks

@@ -33,6 +33,7 @@ import torch
 from llmlab.hooks import hook_name
 from llmlab.checks import as_ids, prompt_rows, resolve_layer, resolve_position
 from llmlab.inspection.capture import capture, hooks, token_strings
+from llmlab.inspection.tables import TableResult
 
 SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
 
@@ -51,8 +52,8 @@ def logit_diff(token_a: int, token_b: int):
     return lambda logits: logits[:, token_a].float() - logits[:, token_b].float()
 
 
-@dataclasses.dataclass
-class TraceResult:
+@dataclasses.dataclass(repr=False)
+class TraceResult(TableResult):
     effect: torch.Tensor         # (len(layers), len(positions)): the metric after each single restore
     layers: list[int]            # which layers the rows are
     positions: list[int]         # which positions the columns are
@@ -64,6 +65,16 @@ class TraceResult:
     def recovered(self) -> torch.Tensor:
         """effect on a common scale: 0 = no better than the corrupted run, 1 = back to the clean run."""
         return (self.effect - self.corrupted) / (self.clean - self.corrupted)
+
+    def _title(self) -> str:  # the table that repr(), print() and a notebook show
+        return (f"TraceResult: the metric with {self.site} restored at one block (rows) and one token (columns); "
+                f"clean run {self.clean:.4g}, corrupted run {self.corrupted:.4g}")
+
+    def _table(self):
+        columns = [repr(self.tokens[p]) for p in self.positions] if self.tokens else [str(p) for p in self.positions]
+        rows = [(f"block {layer}", [f"{float(v):.3g}" for v in self.effect[r]]) for r, layer in enumerate(self.layers)]
+        shades = self.recovered().nan_to_num(0.0, 0.0, 0.0).clamp(0, 1).tolist()  # 1 = the clean answer is back
+        return "block \\ token", columns, rows, shades
 
 
 @torch.no_grad()
@@ -159,8 +170,8 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
     return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens)
 
 
-@dataclasses.dataclass
-class AttributionResult:
+@dataclasses.dataclass(repr=False)
+class AttributionResult(TableResult):
     labels: list[str]            # "embed", "attn 0", "mlp 0", ..., "attn L-1", "mlp L-1"
     contributions: torch.Tensor  # (2 * n_layers + 1,): each part's share of the target logit
     bias: float                  # what no part owns: the final LayerNorm's bias (0 for RMSNorm)
@@ -171,6 +182,19 @@ class AttributionResult:
     def by_layer(self) -> torch.Tensor:
         """(n_layers, 2): the attention and FFN contribution of each block."""
         return self.contributions[1:].view(-1, 2)
+
+    def _title(self) -> str:  # the table that repr(), print() and a notebook show
+        return (f"AttributionResult: each part's share of the logit of token id {self.target} (logit {self.logit:.4g} "
+                f"= the shares + the final norm's bias term {self.bias:.4g})")
+
+    def _table(self):
+        parts = self.by_layer().tolist()                    # (L, 2)
+        rows = [("embed", ["", "", f"{float(self.contributions[0]):+.3f}"])]
+        rows += [(f"block {i}", [f"{a:+.3f}", f"{m:+.3f}", f"{a + m:+.3f}"]) for i, (a, m) in enumerate(parts)]
+        top = float(self.contributions.abs().max()) or 1.0
+        shades = [[0.0, 0.0, abs(float(self.contributions[0])) / top]]
+        shades += [[abs(a) / top, abs(m) / top, 0.0] for a, m in parts]
+        return "block", ["attn", "mlp", "attn + mlp"], rows, shades
 
 
 @torch.no_grad()

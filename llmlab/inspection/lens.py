@@ -7,8 +7,9 @@ model stopped there. Watching the top token settle layer by layer is the logit l
 
     lens = logit_lens(model, tokenizer, "The Eiffel Tower is in the city of", target=" Paris")
     lens.top_tokens[-1][-1]        # the model's own top-5 at the last position
-    lens.first_layer(" Paris")     # first layer whose top-1 is " Paris"
-    print(lens)                    # the table as text (llmlab.visualization.LensView draws it)
+    lens.first_row(" Paris")       # first row whose top-1 is " Paris" (0 = embed, i + 1 = after block i)
+    lens                           # a table: input tokens across, blocks down (HTML in a notebook)
+    print(lens)                    # all of it as text (llmlab.visualization.LensView draws it with hovers)
     lenses = logit_lens(model, tokenizer, ["Paris is in", "Rome is the capital of"])   # one LensResult per text
 
 At the last layer the lens *is* the model's output (a test checks this), so every other row is
@@ -22,14 +23,27 @@ import torch
 
 from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_position, token_id
 from llmlab.inspection.capture import capture, token_strings
+from llmlab.inspection.tables import TableResult
 
 
-@dataclasses.dataclass
-class LensResult:
+@dataclasses.dataclass(repr=False)
+class LensResult(TableResult):
+    """What the logit lens read: for every row (the stream after the embedding, then after each block)
+    and every position shown, the k most likely next tokens.
+
+    Rows are indexed 0..L: row 0 is the embedding, row i + 1 the stream after block i, so a row is not a
+    block number; `layer_labels[row]` names it ("embed", "block 0", ...). In a notebook the result shows
+    itself as a table (input tokens across, blocks down); in a REPL `lens` prints the first and last rows
+    of that table and `print(lens)` all of it.
+
+        lens.top_tokens[row][p][0]      # top-1 token of row `row` at the p-th position shown
+        lens.first_row(" Paris")        # first row where " Paris" is top-1 at the last position
+        lens.column(-1)                 # [(label, top-1 token, probability), ...] down the last position
+    """
     tokens: list[str]               # the prompt's tokens, one per position shown
     positions: list[int]            # which positions of the prompt they are
     layer_labels: list[str]         # "embed", "block 0", ..., "block L-1": the stream after that block
-    top_ids: torch.Tensor           # (L+1, P, k) most likely next-token ids at each layer/position
+    top_ids: torch.Tensor           # (L+1, P, k) most likely next-token ids at each row/position
     top_probs: torch.Tensor         # (L+1, P, k) their probabilities
     top_tokens: list                # [L+1][P][k] the ids decoded
     target: str | None = None       # the token we are tracking, if any
@@ -37,8 +51,12 @@ class LensResult:
     target_rank: torch.Tensor | None = None  # (L+1, P) rank of the target (0 = top-1)
     target_prob: torch.Tensor | None = None  # (L+1, P) its probability
 
-    def first_layer(self, token: str | None = None, position: int = -1) -> int | None:
-        """Index of the first row (0 = embed, i + 1 = after block i) whose top-1 is `token`, or None."""
+    def first_row(self, token: str | None = None, position: int = -1) -> int | None:
+        """The first row whose top-1 at `position` is `token` (default: the target), or None if none is.
+
+        A row, not a block: 0 is the embedding and i + 1 the stream after block i; name it with
+        layer_labels[row] ("block 13"), or take row - 1 for the block number.
+        """
         token = self.target if token is None else token
         for row, tops in enumerate(self.top_tokens):
             if tops[position][0] == token:
@@ -50,14 +68,16 @@ class LensResult:
         return [(label, self.top_tokens[row][position][0], float(self.top_probs[row, position, 0]))
                 for row, label in enumerate(self.layer_labels)]
 
-    def __str__(self) -> str:
-        width = max(len(label) for label in self.layer_labels)
-        lines = []
-        for row, label in enumerate(self.layer_labels):
-            cells = [f"{self.top_tokens[row][p][0]!r:>12} {float(self.top_probs[row, p, 0]):.2f}"
-                     for p in range(len(self.positions))]
-            lines.append(f"{label:>{width}} | " + " | ".join(cells))
-        return "\n".join(lines)
+    def _title(self) -> str:
+        target = "" if self.target is None else f"; target {self.target!r}"
+        return (f"LensResult: top-1 next token and its probability after each block (rows) at each input token "
+                f"(columns){target}; top_tokens[row][position] holds the top {self.top_ids.shape[-1]}")
+
+    def _table(self):
+        rows = [(label, [f"{self.top_tokens[row][p][0]!r} {float(self.top_probs[row, p, 0]):.2f}"
+                         for p in range(len(self.positions))]) for row, label in enumerate(self.layer_labels)]
+        shades = self.top_probs[:, :, 0].tolist()  # (L+1, P): the top-1 probability shades its cell
+        return "block \\ token", [repr(t) for t in self.tokens], rows, shades
 
 
 @torch.no_grad()
