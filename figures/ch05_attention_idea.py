@@ -22,7 +22,7 @@ TOKEN, QUERY, LINK = "#4c72b0", "#dd8452", "#55a868"
 
 def main():
     assert abs(sum(WEIGHTS) - 1) < 1e-9
-    fig, ax = plt.subplots(figsize=(9.5, 3.3))
+    fig, ax = plt.subplots(figsize=(9.5, 3.6))
     xs = [1.3 * i for i in range(len(TOKENS))]
     q = len(TOKENS) - 1
     for i, (x, t) in enumerate(zip(xs, TOKENS)):
@@ -37,14 +37,16 @@ def main():
         ax.annotate("", xy=(x, 0.32), xytext=(xs[q], 0.32),
                     arrowprops=dict(arrowstyle="-|>", color=LINK, lw=0.6 + 9 * w, alpha=0.35 + 0.65 * w,
                                     connectionstyle=f"arc3,rad={0.25 + 0.03 * (q - i)}"))
-        ax.text(x, -0.55, f"{w:.2f}", ha="center", fontsize=9, color="#333333")
+        ax.text(x, -0.55, f"{w:.2f}", ha="center", fontsize=9, color="#333333")  # illustrative weight
     ax.text(xs[q], -0.55, f"{WEIGHTS[q]:.2f}", ha="center", fontsize=9, color="#333333")
     ax.text(xs[0] - 0.6, -0.95, "weight = softmax(query of \"it\" · key of each token / √d_k);   "
             "new vector of \"it\" = Σ weight × value of that token", fontsize=9, color="#444444")
+    ax.text(xs[0] - 0.6, -1.3, "The weights are illustrative: made up to show the idea, not measured on a model.",
+            fontsize=9, color="#aa3333", style="italic")
     ax.text(xs[q] + 0.6, 0.55, "query: \"which earlier token\nis the thing I stand for?\"",
             fontsize=9, color=QUERY, ha="left", va="bottom")
     ax.set_xlim(xs[0] - 0.7, xs[-1] + 2.6)
-    ax.set_ylim(-1.1, 2.6)
+    ax.set_ylim(-1.45, 2.6)
     ax.axis("off")
     fig.tight_layout()
     save_svg(fig, OUT)
