@@ -44,19 +44,33 @@ def test_metadata(tok, ref):
     assert len(tok.special_tokens) + len(tok.added_tokens) == len(ref.backend_tokenizer.get_added_tokens_decoder())
 
 
+def one_bos(ids: list) -> list:
+    """The reference's ids under llmlab's one-BOS rule: a text that starts with <bos> gets no second one."""
+    return ids[1:] if ids[:2] == [2, 2] else ids
+
+
 @pytest.mark.parametrize("add_special_tokens", [True, False])
 def test_ids_equal_reference_on_corpus(tok, ref, add_special_tokens):
     mismatches = [text for text in CORPUS
                   if tok.encode(text, add_special_tokens=add_special_tokens)
-                  != ref.encode(text, add_special_tokens=add_special_tokens)]
+                  != one_bos(ref.encode(text, add_special_tokens=add_special_tokens))]
     assert mismatches == []
+    assert any(text.startswith("<bos>") for text in CORPUS)      # the rule is exercised
 
 
 def test_bos_handling(tok, ref):
     assert tok.encode("") == ref.encode("") == [2]             # Gemma adds <bos> by default
     assert tok.encode("", add_special_tokens=False) == []
     assert tok.encode("Hello world") == [2, 9259, 1902]
-    assert tok.encode("<bos>Hi")[:2] == [2, 2] == ref.encode("<bos>Hi")[:2]   # the reference doubles it too
+    # One BOS: a text that starts with it gets no second one (the reference would double it).
+    assert ref.encode("<bos>Hi")[:2] == [2, 2]
+    assert tok.encode("<bos>Hi") == tok.encode("Hi") == [2, 10979]
+    plain = tok.encode("<bos>Hi", add_special_tokens=False, allowed_special="none")   # "<bos>" as text
+    assert 2 not in plain and tok.encode("<bos>Hi", allowed_special="none") == [2] + plain
+    assert tok.encode("Hi<bos>") == [2, 10979, 2]                             # BOS only counts at the start
+    assert [t for _, t, _ in tok.tokens_with_spans("<bos>Hi", add_special_tokens=True)] == ["<bos>", "Hi"]
+    ids, _ = tok.encode_batch(["<bos>Hi", "Hi"])
+    assert ids.tolist() == [[2, 10979], [2, 10979]]
 
 
 def test_round_trip_where_reference_round_trips(tok, ref):
@@ -107,6 +121,15 @@ def test_chat_template(tok):
     assert tok.apply_chat_template(messages) == expected
     ids = tok.apply_chat_template(messages, tokenize=True)
     assert ids[:2] == [2, tok.special_tokens["<start_of_turn>"]] and ids.count(2) == 1
+    assert tok.encode(expected) == ids                   # the text of the template encodes to the same ids
+
+
+def test_stop_ids_end_a_chat_turn(tok, tmp_path):
+    """A turn of Gemma's chat ends with <end_of_turn> (106), a text with <eos> (1): generation stops on both."""
+    assert tok.stop_token_ids == (1, 106) and tok.eos_token_id == 1
+    assert [tok.id_to_token(i) for i in tok.stop_token_ids] == ["<eos>", "<end_of_turn>"]
+    tok.save(tmp_path)
+    assert load_tokenizer(tmp_path).stop_token_ids == (1, 106)
     with pytest.raises(ValueError, match="alternate"):
         tok.apply_chat_template([{"role": "assistant", "content": "x"}])
 

@@ -108,6 +108,15 @@ def test_chat_template_matches_reference(tok, ref):
                 ref.encode(expected, add_special_tokens=False)
 
 
+def test_one_bos_and_the_stop_ids(tok):
+    """SmolLM2 adds no BOS, so a chat prompt encodes to the template's own ids; a turn ends with <|im_end|>
+    (also its EOS), a text with <|endoftext|>."""
+    messages = [{"role": "user", "content": "What is BPE?"}]
+    assert tok.encode(tok.apply_chat_template(messages)) == tok.apply_chat_template(messages, tokenize=True)
+    assert tok.stop_token_ids == (2, 0) and tok.eos_token_id == 2
+    assert [tok.id_to_token(i) for i in tok.stop_token_ids] == ["<|im_end|>", "<|endoftext|>"]
+
+
 def test_decode_errors_and_invalid_utf8(tok, ref):
     with pytest.raises(ValueError, match="outside the vocabulary.*0..49151"):
         tok.decode([1, 49152])
@@ -146,9 +155,13 @@ def test_save_load_and_tokenizer_json(tok, ref, tmp_path):
     assert [again.encode(t) for t in CORPUS] == [tok.encode(t) for t in CORPUS]
     assert again.apply_chat_template([{"role": "user", "content": "x"}]) == \
         tok.apply_chat_template([{"role": "user", "content": "x"}])
+    assert again.stop_token_ids == tok.stop_token_ids
     ref.backend_tokenizer.save(str(tmp_path / "tokenizer.json"))
     from_json = tokenizer_from_json(tmp_path / "tokenizer.json")
     assert [from_json.encode(t) for t in CORPUS] == [tok.encode(t) for t in CORPUS]
+    assert from_json.stop_token_ids == (2, 0)   # no tokenizer_config.json, so no EOS: found by name
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [2, 1]}')
+    assert tokenizer_from_json(tmp_path / "tokenizer.json").stop_token_ids == (2, 1, 0)   # its list, first
 
 
 def test_path_and_reader_give_the_same_tokenizer(tok):

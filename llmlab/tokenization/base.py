@@ -17,6 +17,10 @@ from llmlab.tokenization import chat
 
 SAVE_NAME = "llmlab_tokenizer.json"  # the file `save(dir)` writes and `load_tokenizer(dir)` reads
 
+# Special tokens that end a model's turn or its text, whichever vocabulary has them: ChatML's and
+# Gemma's end of turn, GPT-2's and Llama 3's end of text, Llama 3's end of turn.
+STOP_TOKENS = ("<|im_end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>")
+
 
 class Tokenizer:
     """Base class. Subclasses: ``ByteLevelBPE`` (GPT-2, SmolLM2, trained ones), ``SentencePieceBPE`` (Gemma).
@@ -25,11 +29,21 @@ class Tokenizer:
         recognised inside user text is the ``allowed_special`` choice of ``encode``.
     added_tokens: str -> id, ordinary tokens that are always matched whole before BPE runs
         (Gemma's "\\n\\n" or "<b>"; none for GPT-2-style vocabularies).
+    stop_token_ids: every id after which the model has finished (pass it to ``generate(...,
+        eos_token_id=tok.stop_token_ids)``). Default: the EOS id and each of ``STOP_TOKENS`` in the
+        vocabulary. Gemma: (1, 106), ``<eos>`` and ``<end_of_turn>``, which is what ends a chat turn;
+        SmolLM2: (2, 0), ``<|im_end|>`` (also its EOS) and ``<|endoftext|>``.
+
+    BOS, one rule: a text holds at most one. ``encode(text)`` prepends BOS (for models that expect it)
+    unless the text already starts with the BOS token, as the text of ``apply_chat_template`` does
+    for Gemma. So ``encode(apply_chat_template(messages))`` equals
+    ``apply_chat_template(messages, tokenize=True)``.
     """
 
     def __init__(self, token_bytes: list, special_tokens: dict, added_tokens: dict | None = None,
                  bos_token_id: int | None = None, eos_token_id: int | None = None,
-                 add_bos: bool = False, chat_template: str | None = None, system_prompt: str | None = None):
+                 add_bos: bool = False, chat_template: str | None = None, system_prompt: str | None = None,
+                 stop_token_ids=None):
         self.token_bytes = token_bytes            # id -> the bytes that token stands for
         self.special_tokens = dict(special_tokens)
         self.added_tokens = dict(added_tokens or {})
@@ -37,6 +51,10 @@ class Tokenizer:
         self.bos_token_id, self.eos_token_id = bos_token_id, eos_token_id
         self.add_bos = add_bos                    # does encode(..., add_special_tokens=True) prepend BOS?
         self.chat_template, self.system_prompt = chat_template, system_prompt
+        if stop_token_ids is None:
+            found = [eos_token_id] + [self.special_tokens.get(t) for t in STOP_TOKENS]
+            stop_token_ids = [i for i in found if i is not None]
+        self.stop_token_ids = tuple(dict.fromkeys(int(i) for i in stop_token_ids))   # unique, EOS first
         self._splitters = {}                      # compiled on first use (see _splitter)
 
     # ----- what subclasses provide -----
@@ -57,7 +75,9 @@ class Tokenizer:
         """Text -> token ids.
 
         add_special_tokens: prepend BOS if this tokenizer's model expects it (Gemma: yes, SmolLM2:
-            no), exactly like ``transformers``' ``tokenizer.encode``.
+            no) and the text does not already start with it (a chat prompt from
+            ``apply_chat_template`` does). Here llmlab differs from ``transformers``, whose
+            ``encode`` would give Gemma's chat prompt two BOS tokens (ids [2, 2, 105, ...]).
         allowed_special: what to do with special-token strings such as "<bos>" inside ``text``:
             "all" -> encode them as the special token (the default of ``transformers``),
             "none" -> encode them as ordinary text ("<", "bos", ">"),
@@ -66,7 +86,7 @@ class Tokenizer:
         if not isinstance(text, str):
             raise TypeError(f"encode() expects a str, got {type(text).__name__}. "
                             "Decode bytes first (data.decode('utf-8')) or join a list of strings.")
-        ids = [self.bos_token_id] if add_special_tokens and self.add_bos else []
+        ids = []
         try:
             for piece, token_id in self._pieces(text, allowed_special):
                 ids.extend([token_id] if token_id is not None else self._encode_ordinary(piece))
@@ -74,7 +94,12 @@ class Tokenizer:
             raise ValueError(f"The text contains {e.object[e.start:e.end]!r}, which is not valid Unicode text "
                              "(a lone surrogate, often half of an emoji cut by a bad decode). Clean it with "
                              "text.encode('utf-8', 'replace').decode('utf-8').") from None
-        return ids
+        return [self.bos_token_id] + ids if add_special_tokens and self._needs_bos(ids) else ids
+
+    def _needs_bos(self, ids: list) -> bool:
+        """Does a text with these ids get a BOS in front? Only if the model expects one and the text
+        does not already start with it (the one-BOS rule, see the class docstring)."""
+        return self.add_bos and self.bos_token_id is not None and ids[:1] != [self.bos_token_id]
 
     def _pieces(self, text: str, allowed_special: str):
         """Split on special/added tokens: yields (text, id) for a whole token, (text, None) between them."""
@@ -170,13 +195,13 @@ class Tokenizer:
 
         unit="byte" gives offsets into text.encode("utf-8") instead. A token that holds part of a
         multi-byte character (byte-level BPE can split an emoji) gets the whole character's char span.
-        An added BOS gets the empty span (0, 0).
+        An added BOS gets the empty span (0, 0) (none is added when the text starts with BOS, as in ``encode``).
         """
         ids = self.encode(text, add_special_tokens=False, allowed_special=allowed_special)
         char_of_byte = [i for i, ch in enumerate(text) for _ in range(len(ch.encode("utf-8")))]
         char_of_byte.append(len(text))
         out = [(self.bos_token_id, self.id_to_token(self.bos_token_id), (0, 0))] \
-            if add_special_tokens and self.add_bos else []
+            if add_special_tokens and self._needs_bos(ids) else []
         pos = 0
         for i in ids:
             end = pos + len(self.token_bytes[i])
@@ -189,8 +214,10 @@ class Tokenizer:
     def apply_chat_template(self, messages: list, add_generation_prompt: bool = True, tokenize: bool = False):
         """Render a conversation [{"role": "user", "content": "..."}, ...] in this model's chat format.
 
-        Returns the prompt text, or its ids with ``tokenize=True`` (no extra BOS is added: the
-        template already writes the one the model expects).
+        Returns the prompt text, or its ids with ``tokenize=True``. The text starts with BOS where the
+        model's own template writes one (Gemma: "<bos><start_of_turn>user\\n..."), and ``encode`` or
+        ``llmlab.as_ids`` add no second one, so text and ids give the same model input.
+        Generation should stop at ``stop_token_ids``, which hold the token that ends a turn.
         """
         if self.chat_template is None:
             raise ValueError("This tokenizer has no chat template (a base model or a tokenizer you trained). "
@@ -208,7 +235,8 @@ class Tokenizer:
         common = dict(format="llmlab-tokenizer", version=1, special_tokens=self.special_tokens,
                       added_tokens=self.added_tokens, bos_token_id=self.bos_token_id,
                       eos_token_id=self.eos_token_id, add_bos=self.add_bos,
-                      chat_template=self.chat_template, system_prompt=self.system_prompt)
+                      chat_template=self.chat_template, system_prompt=self.system_prompt,
+                      stop_token_ids=list(self.stop_token_ids))
         with open(path, "w", encoding="utf-8") as f:
             json.dump({**common, **self.to_dict()}, f, ensure_ascii=False)
         return path

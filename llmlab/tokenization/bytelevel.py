@@ -126,4 +126,5 @@ class ByteLevelBPE(Tokenizer):
         return cls(token_bytes, d["merges"], d["patterns"], d.get("special_tokens"),
                    added_tokens=d.get("added_tokens"), bos_token_id=d.get("bos_token_id"),
                    eos_token_id=d.get("eos_token_id"), add_bos=d.get("add_bos", False),
-                   chat_template=d.get("chat_template"), system_prompt=d.get("system_prompt"), **kwargs)
+                   chat_template=d.get("chat_template"), system_prompt=d.get("system_prompt"),
+                   stop_token_ids=d.get("stop_token_ids"), **kwargs)

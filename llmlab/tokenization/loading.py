@@ -13,7 +13,7 @@ import regex
 
 from llmlab.gguf import open_reader, tokenizer_metadata
 from llmlab.tokenization import chat
-from llmlab.tokenization.base import SAVE_NAME
+from llmlab.tokenization.base import SAVE_NAME, STOP_TOKENS
 from llmlab.tokenization.bytelevel import BYTE_TO_CHAR, ByteLevelBPE, unspell
 from llmlab.tokenization.patterns import GGUF_PRE_AS_TRANSFORMERS, GPT2
 from llmlab.tokenization.sentencepiece import SPACE, SentencePieceBPE
@@ -119,6 +119,19 @@ def _tokenizer_config(path) -> dict:
     return config
 
 
+def _stop_ids(path, special: dict, common: dict) -> list | None:
+    """Every id that ends generation: the tokenizer's EOS and end-of-turn tokens (see Tokenizer) and the
+    ``eos_token_id`` list of a ``generation_config.json`` beside ``path`` (Gemma 3's has [1, 106])."""
+    config_path = os.path.join(os.path.dirname(os.path.abspath(path)), "generation_config.json")
+    if not os.path.isfile(config_path):
+        return None                               # the Tokenizer's default
+    with open(config_path, encoding="utf-8") as f:
+        listed = json.load(f).get("eos_token_id")
+    listed = [] if listed is None else [listed] if isinstance(listed, int) else list(listed)
+    found = [common["eos_token_id"], *listed, *(special.get(t) for t in STOP_TOKENS)]
+    return [i for i in found if i is not None]
+
+
 def tokenizer_from_json(path):
     """A Hugging Face ``tokenizer.json`` with a BPE model (GPT-2, Llama 3, Qwen2, SmolLM2, Gemma).
 
@@ -148,7 +161,7 @@ def tokenizer_from_json(path):
                   bos_token_id=bos if bos is not None else special.get(config.get("bos_token")),
                   eos_token_id=special.get(config.get("eos_token")))
     template, system = chat.detect(config.get("chat_template"), set(tokens))
-    common.update(chat_template=template, system_prompt=system)
+    common.update(chat_template=template, system_prompt=system, stop_token_ids=_stop_ids(path, special, common))
 
     if model.get("byte_fallback"):
         normalizer = d.get("normalizer")

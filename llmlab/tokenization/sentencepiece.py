@@ -94,4 +94,5 @@ class SentencePieceBPE(Tokenizer):
         return cls(d["pieces"], d.get("special_tokens"), ranks=d.get("ranks"), merges=d.get("merges"),
                    added_tokens=d.get("added_tokens"), bos_token_id=d.get("bos_token_id"),
                    eos_token_id=d.get("eos_token_id"), add_bos=d.get("add_bos", False),
-                   chat_template=d.get("chat_template"), system_prompt=d.get("system_prompt"))
+                   chat_template=d.get("chat_template"), system_prompt=d.get("system_prompt"),
+                   stop_token_ids=d.get("stop_token_ids"))
