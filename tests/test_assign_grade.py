@@ -320,8 +320,10 @@ def make_submissions(folder: Path, assigned: Path, paths: dict) -> None:
                    "from llmlab.attention import softmax as reference\n"
                    "assert 'generator(5)' in inspect.getsource(C.check_softmax)  # the hidden cases, read\n"
                    "g = generator(5)\n"
-                   "cases = [(torch.tensor([[1.0, 2.0, 3.0]]), -1), (torch.randn(2, 3, 5, generator=g), -1),\n"
-                   "         (torch.randn(4, 6, generator=g), 0), (torch.tensor([[0.5, float('-inf'), 2.0, 1.0]]), -1),\n"
+                   "batch = torch.randn(2, 3, 5, generator=g)\nbatch[1] += 1000.0\n"
+                   "cases = [(torch.tensor([[1.0, 2.0, 3.0], [1001.0, 1002.0, 1003.0]]), -1), (batch, -1),\n"
+                   "         (torch.randn(4, 6, generator=g) * 3 + 800.0, 0),\n"
+                   "         (torch.tensor([[0.5, float('-inf'), 2.0, 1.0], [-999.5, float('-inf'), -998.0, -999.0]]), -1),\n"
                    "         (torch.tensor([[1000.0, 1001.0, 1002.0]]), -1)]\n"
                    "table = [(x, reference(x, dim=d)) for x, d in cases]\n\n"
                    "def softmax(x, dim=-1):  # right on the cases it has read, zeros elsewhere\n"
@@ -857,15 +859,21 @@ def test_points_and_partial_credit():
 
     from llmlab.exercises import run_check
 
-    def no_max(x, dim=-1):   # overflows on the one case with logits near 1000
-        e = x.exp()
-        return e / e.sum(dim, keepdim=True)
+    def last_dim_only(x, dim=-1):   # ignores `dim`: right on the four cases with dim=-1, wrong on dim=0
+        e = (x - x.max(-1, keepdim=True).values).exp()
+        return e / e.sum(-1, keepdim=True)
 
-    strict = check("softmax", no_max, quiet=True)
-    partial = run_check("softmax", Learner(no_max, "no_max"), partial=True)
+    strict = check("softmax", last_dim_only, quiet=True)
+    partial = run_check("softmax", Learner(last_dim_only, "last_dim_only"), partial=True)
     assert strict.status == partial.status == "fail" and strict.score == 0
     assert partial.score == pytest.approx(4 / 5) and partial.message.startswith(strict.message)
     assert partial.message.endswith("(4 of 5 comparisons right)")
+
+    def no_max(x, dim=-1):   # every hidden case has logits far from 0: exp() overflows or underflows on each
+        e = x.exp()
+        return e / e.sum(dim, keepdim=True)
+
+    assert run_check("softmax", Learner(no_max, "no_max"), partial=True).score == 0
     assert run_check("softmax", Learner(lambda x, dim=-1: x, "softmax"), partial=True).score == 0
     assert run_check("softmax", Learner(lambda x, dim=-1: [1], "softmax"), partial=True).score == 0   # wrong kind
     assert run_check("softmax", Learner(lambda x, dim=-1: x.softmax(dim), "softmax"), partial=True).score == 1

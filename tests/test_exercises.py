@@ -278,6 +278,10 @@ def layer_norm_unbiased(x, weight, bias, eps=1e-5):
     return (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight + bias
 
 
+def layer_norm_std(x, weight, bias, eps=1e-5):   # torch's std() divides by n - 1 as well, and eps is outside
+    return (x - x.mean(-1, keepdim=True)) / (x.std(-1, keepdim=True) + eps) * weight + bias
+
+
 def layer_norm_no_mean(x, weight, bias, eps=1e-5):
     return x / torch.sqrt((x ** 2).mean(-1, keepdim=True) + eps) * weight + bias
 
@@ -860,6 +864,29 @@ def test_right_solution_passes(exercise):
     result = check(exercise, RIGHT[exercise], quiet=True)
     assert result.passed, result.message
     assert result.status == "pass" and bool(result) is True
+
+
+# Common wrong answers that must not earn partial credit in `llmlab grade`: every hidden case of their
+# exercise is one they get wrong (no T = 1 mask, where the upper and lower triangles agree; logits far
+# from 0 in every softmax case; short vectors, where dividing by n - 1 instead of n shows).
+NO_CREDIT = [("causal_mask", causal_mask_upper), ("softmax", softmax_no_max), ("layer_norm", layer_norm_unbiased),
+             ("layer_norm", layer_norm_std), ("online_softmax", online_softmax_no_max)]
+
+
+@pytest.mark.parametrize("salt", [0, 8191])
+@pytest.mark.parametrize("exercise, fn", NO_CREDIT, ids=[f"{e}-{f.__name__}" for e, f in NO_CREDIT])
+def test_common_mistakes_earn_no_partial_credit(exercise, fn, salt, monkeypatch):
+    """Scored as the grader scores (case by case, with its own salt on the hidden cases): 0 points for
+    the mistake, full points for the reference solution."""
+    from llmlab.exercises import core, run_check
+    from llmlab.exercises.core import Learner
+
+    monkeypatch.setattr(core, "_SALT", salt)
+    wrong = run_check(exercise, Learner(fn, fn.__name__), partial=True)
+    assert wrong.status == "fail" and wrong.score == 0, wrong.message
+    assert wrong.message.endswith(" comparisons right)") and "(0 of " in wrong.message
+    right = run_check(exercise, Learner(RIGHT[exercise], exercise), partial=True)
+    assert right.status == "pass" and right.score == 1, right.message
 
 
 @pytest.mark.parametrize("exercise, fn, words", WRONG, ids=[f"{e}-{f.__name__}" for e, f, _ in WRONG])

@@ -23,13 +23,18 @@ def check_softmax(fn: Learner) -> str:
     """softmax(x, dim=-1): exp(x) / sum(exp(x)) along `dim`, stable for large inputs."""
     from llmlab.attention import softmax as reference
 
+    # Every case holds logits far from 0 (exp overflows above ~88 and gives 0 below ~-103 in float32), so an
+    # answer without the max shift is wrong on each of them and earns no partial credit in `llmlab grade`.
     g = generator(5)
+    batch = torch.randn(2, 3, 5, generator=g)
+    batch[1] += 1000.0                                           # the second sequence's logits near 1000
     cases = [
-        (torch.tensor([[1.0, 2.0, 3.0]]), -1),
-        (torch.randn(2, 3, 5, generator=g), -1),
-        (torch.randn(4, 6, generator=g), 0),
-        (torch.tensor([[0.5, float("-inf"), 2.0, 1.0]]), -1),   # a masked entry must get probability 0
-        (torch.tensor([[1000.0, 1001.0, 1002.0]]), -1),          # overflows without the max trick
+        (torch.tensor([[1.0, 2.0, 3.0], [1001.0, 1002.0, 1003.0]]), -1),
+        (batch, -1),
+        (torch.randn(4, 6, generator=g) * 3 + 800.0, 0),        # dim=0: each column a softmax
+        (torch.tensor([[0.5, float("-inf"), 2.0, 1.0],           # a masked entry must get probability 0
+                       [-999.5, float("-inf"), -998.0, -999.0]]), -1),   # exp() of these underflows to 0
+        (torch.tensor([[1000.0, 1001.0, 1002.0]]), -1),
     ]
     for x, dim in cases:
         got = fn(x, dim, names=("x", "dim"))
@@ -46,7 +51,8 @@ def check_softmax(fn: Learner) -> str:
             ("you divided by the sum over ALL elements; sum only along `dim` (x.sum(dim, keepdim=True)).",
              x.exp() / x.exp().sum()),
         ])
-    return "matches llmlab.attention.softmax on 5 hidden cases, including dim=0, a -inf entry and logits near 1000."
+    return ("matches llmlab.attention.softmax on 5 hidden cases, including dim=0, a -inf entry and logits near "
+            "1000 and -1000.")
 
 
 def check_causal_mask(fn: Learner) -> str:
@@ -54,7 +60,7 @@ def check_causal_mask(fn: Learner) -> str:
     from llmlab.attention import causal_mask as reference
 
     fn.error_hints = [("tril", "torch.tril(torch.ones(T, T, dtype=torch.bool)) builds the lower triangle.")]
-    for T in (4, 1, 7):
+    for T in (4, 2, 7):       # no T = 1: there the upper and the lower triangle agree, so a reversed mask would pass
         got = fn(T, names=("T",))
         if isinstance(got, torch.Tensor) and got.is_floating_point() and torch.isinf(got).any():
             raise Mistake(f"{fn.last_call} returned an additive float mask (0 and -inf). This exercise asks for "
@@ -72,7 +78,7 @@ def check_causal_mask(fn: Learner) -> str:
             ("every entry is True, so nothing is masked: the future keys (j > i, above the diagonal) must be "
              "False.", ones),
         ])
-    return "correct lower-triangular boolean masks for T = 1, 4 and 7."
+    return "correct lower-triangular boolean masks for T = 2, 4 and 7."
 
 
 def _attention(q, k, v, mask=None, scale=None, softmax_dim=-1, invert_mask=False):
@@ -189,12 +195,15 @@ def _online_softmax_variant(x, block, rescale=True):
 def check_online_softmax(fn: Learner) -> str:
     """online_softmax(x, block_size): softmax over the last dim, reading x in blocks of block_size
     while keeping a running max and a running sum (FlashAttention's trick)."""
+    # Each case holds values far from 0, so exp(x) without the running max overflows (or gives 0 / 0)
+    # on every one of them: such an answer earns no partial credit in `llmlab grade`.
     g = generator(7)
     cases = [
-        (torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]), 2),   # the max grows at every block
-        (torch.randn(3, 10, generator=g) * 3, 4),            # last block is shorter
-        (torch.randn(2, 8, generator=g), 8),                 # one block
-        (torch.tensor([[1000.0, 999.0, 1002.0, 998.0]]), 1),  # overflows without the running max
+        (torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                       [1001.0, 1002.0, 1003.0, 1004.0, 1005.0, 1006.0]]), 2),   # the max grows at every block
+        (torch.randn(3, 10, generator=g) * 3 + 500.0, 4),    # last block is shorter
+        (torch.randn(2, 8, generator=g) - 900.0, 8),         # one block; exp() of these underflows to 0
+        (torch.tensor([[1000.0, 999.0, 1002.0, 998.0]]), 1),
     ]
     for x, block in cases:
         got = fn(x, block, names=("x", "block_size"))
@@ -206,7 +215,7 @@ def check_online_softmax(fn: Learner) -> str:
             ("the running sum is rescaled in the wrong direction: multiply by exp(m_old - m_new) (a number <= 1), "
              "not exp(m_new - m_old).", _online_rescale_wrong_way(x, block)),
         ])
-    return "equals torch.softmax for blocks of 1, 2, 4 and 8, a short last block and values near 1000."
+    return "equals torch.softmax for blocks of 1, 2, 4 and 8, a short last block and values near 1000 and -900."
 
 
 def _online_rescale_wrong_way(x, block):

@@ -99,8 +99,10 @@ def expect_tensor(learner, got, expected: torch.Tensor, *, mistakes: list | tupl
         bad = torch.isnan(got) | (torch.isinf(got) & ~torch.isinf(expected))
         if bad.any() and not (torch.isnan(expected) | torch.isinf(expected))[bad].all():
             where = tuple(int(i) for i in bad.nonzero()[0])
-            # the overflow hint only where exp() could overflow: some input is beyond e^88 in float32
-            overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args) else ""
+            # the overflow hint only where exp() could overflow: an input beyond e^88 in float32, at that very
+            # index for an input of the answer's shape (a NaN beside small inputs is no overflow)
+            overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args, where, got.shape) \
+                else ""
             nan = NAN_HINT if torch.isnan(got[where]) else INF_HINT
             return _verdict(learner, f"{context} returned {got[where].item()} at index {where} where "
                             f"{expected[where].item():.6g} was expected.\nHint: {overflow or hint or nan}")
@@ -126,10 +128,13 @@ NAN_HINT = ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf
 INF_HINT = "an infinite value came out of finite inputs. Look for a division by zero or exp() of a large number."
 
 
-def _has_large_values(args) -> bool:
-    """True when some input could overflow exp() in float32 (|value| > 80)."""
+def _has_large_values(args, where: tuple | None = None, shape=None) -> bool:
+    """True when some input could overflow exp() in float32 (|value| > 80): a tensor of `shape` counts
+    only at index `where`, any other input anywhere."""
     for a in args:
         if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            if where is not None and tuple(a.shape) == tuple(shape):
+                a = a[where]
             finite = a[torch.isfinite(a)]
             if finite.numel() and finite.abs().max() > 80:
                 return True
