@@ -4,7 +4,7 @@
     llmlab assign SRC... --out DIR            student copies without solutions
     llmlab grade SUBMISSIONS --assignment NB --out REPORT [--roster CSV] [--jobs N] [--shard K/N]
                                               run each submission in a sandbox, grade it, write the gradebook,
-                                              the Canvas and Moodle import files and one feedback file per student
+                                              the Canvas and Moodle import files and a feedback file per submission
     llmlab merge REPORT... --out DIR          one gradebook from the reports of `grade --shard K/N` runs
     llmlab exercises                          list the automatically checked exercises
     llmlab cache [--clean [--dry-run]]        list the cache entries; delete the stale ones

@@ -12,6 +12,6 @@ builds on it and nothing in llmlab.exercises imports from here. One module per s
     reports.py      grade rows, the long CSV and the wide gradebook
     lms.py          the Canvas and Moodle import files
     outputs.py      every file of a run, in a new --out folder; `llmlab merge` for shards
-    feedback.py     one feedback file per student, safe to send
+    feedback.py     a feedback page per submitting student, safe to send
     example.py      `llmlab example`: the guide's example class (data/attention_lesson.ipynb)
 """

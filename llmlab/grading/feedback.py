@@ -1,4 +1,5 @@
-"""One feedback file per student, safe to send as it is, and the executed notebook beside it.
+"""A feedback file for each student who handed in a notebook, safe to send as it is, and the executed
+notebook beside it (a student who handed in nothing gets a gradebook row, no file).
 
 REPORT/feedback/<student>.html holds that student's exercises only: status, points, and the
 checker's message (what went in, what was expected, what came back, the hint, the error). Paths of

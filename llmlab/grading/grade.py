@@ -22,7 +22,7 @@ How a class is graded:
    models the assignment loads are converted once, before, into the cache every sandbox reads.
 5. The expected exercises come from the instructor (--assignment and/or --expected), never from
    the submission.
-6. The reports (reports.py, lms.py) and one feedback file per student (feedback.py) are written
+6. The reports (reports.py, lms.py) and a feedback file per submitting student (feedback.py) are written
    atomically into a new --out folder, and their SHA-256 printed.
 """
 from __future__ import annotations
@@ -303,7 +303,10 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
         print()
         for name, digest in digests.items():
             print(f"wrote {out_dir / name}  sha256 {digest}")
-        print(f"wrote {out_dir / 'feedback'}/: one .html per student (safe to send) and the executed notebook beside it")
+        print(f"wrote {out_dir / 'feedback'}/: a page (.html, safe to send) and the executed notebook (.ipynb) "
+              f"for each of the {len(subs)} students who handed in a notebook"
+              + (f"; the {len(absent)} who handed in nothing have a 'missing' row in the gradebook and no page"
+                 if absent else ""))
     return rows
 
 

@@ -5,7 +5,7 @@
     canvas.csv, moodle.csv,  the shapes Canvas and Moodle import (lms.py)
     moodle_gradebook.csv
     run.json                 what was graded: exercises, points, students; `llmlab merge` reads it
-    feedback/                one file per student (feedback.py), written by grade.py
+    feedback/                a page per student who handed in a notebook (feedback.py), written by grade.py
 
 Every file is written atomically (reports.write_atomically). An --out folder that already holds
 files is refused, so an earlier run is never overwritten.
