@@ -170,8 +170,10 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
     >>> ids = as_ids(model, tok, "Hello there")        # doctest: +SKIP
 
     prompt may also be a list of ids or a (T,) / (B, T) tensor of ids (then tokenizer may be None).
-    Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma). For
-    several texts of different lengths use `tokenizer.encode_batch(texts)`, which also gives the mask.
+    Text is encoded with `tokenizer.encode`, which adds BOS for models that expect it (Gemma) unless the
+    text already starts with it, as a chat prompt from `apply_chat_template` does: the ids start with one
+    BOS, never two (a `transformers` tokenizer's doubled BOS is dropped too). For several texts of
+    different lengths use `tokenizer.encode_batch(texts)`, which also gives the mask.
     """
     if is_tokenizer(prompt) or isinstance(tokenizer, (str, list, tuple, torch.Tensor)):
         raise TypeError("the prompt came where the tokenizer goes: llmlab takes f(model, tokenizer, prompt, ...) "
@@ -181,6 +183,9 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
     if isinstance(prompt, str):
         _check_tokenizer(tokenizer)
         prompt = list(tokenizer.encode(prompt))
+        bos = getattr(tokenizer, "bos_token_id", None)
+        if bos is not None and prompt[:2] == [bos, bos]:     # BOS added to a text that starts with it
+            prompt = prompt[1:]
     if isinstance(prompt, (list, tuple)):
         if is_texts(prompt):
             raise TypeError("as_ids takes one prompt; for a list of texts use ids, mask = tokenizer.encode_batch(texts).")

@@ -124,6 +124,24 @@ def test_chat_template(tok):
     assert tok.encode(expected) == ids                   # the text of the template encodes to the same ids
 
 
+def test_as_ids_gives_one_bos_with_either_tokenizer(tok, ref):
+    """llmlab.as_ids on a chat prompt: one BOS with llmlab's tokenizer and with transformers' (whose
+    encode adds a second one, which as_ids drops)."""
+    import dataclasses
+
+    import llmlab
+    from llmlab.config import ModelConfig
+    from llmlab.model import Transformer
+
+    model = Transformer(dataclasses.replace(ModelConfig.preset("tiny-llama"), vocab_size=262144)).eval()
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Hi"}])
+    assert ref.encode(prompt)[:3] == [2, 2, 105]
+    for tokenizer in (tok, ref):
+        assert llmlab.as_ids(model, tokenizer, prompt)[0].tolist() == tok.apply_chat_template(
+            [{"role": "user", "content": "Hi"}], tokenize=True)
+    assert llmlab.as_ids(model, ref, "Hi")[0].tolist() == [2, 10979]     # a plain text keeps its one BOS
+
+
 def test_stop_ids_end_a_chat_turn(tok, tmp_path):
     """A turn of Gemma's chat ends with <end_of_turn> (106), a text with <eos> (1): generation stops on both."""
     assert tok.stop_token_ids == (1, 106) and tok.eos_token_id == 1
