@@ -11,8 +11,9 @@ if "torch" not in _sys.modules:
 from llmlab.checks import as_ids
 from llmlab.config import ModelConfig
 from llmlab.convert import convert_hf_checkpoint, from_hf
-from llmlab.devices import available_devices, get_device, get_dtype
-from llmlab.generation import decode_step, generate, prefill
+from llmlab.devices import available_devices, get_device, get_dtype, synchronize, timed
+from llmlab.generation import beam_search, decode_step, generate, prefill
+from llmlab.kvcache import kv_cache_bytes
 from llmlab.loading import load
 from llmlab.model import Transformer
 from llmlab.notebook import show_source
@@ -20,7 +21,8 @@ from llmlab.notebook import show_source
 __version__ = "0.1.0"
 
 __all__ = ["ModelConfig", "Transformer", "load", "from_hf", "convert_hf_checkpoint", "generate", "prefill",
-           "decode_step", "as_ids", "get_device", "get_dtype", "available_devices", "show_source"]
+           "decode_step", "beam_search", "kv_cache_bytes", "as_ids", "get_device", "get_dtype", "available_devices",
+           "synchronize", "timed", "show_source"]
 
 
 def __getattr__(name: str):

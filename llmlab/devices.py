@@ -7,6 +7,11 @@ device(type='cpu')
 """
 from __future__ import annotations
 
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
 import torch
 
 
@@ -61,3 +66,68 @@ def get_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ValueError(f"Unknown dtype {dtype!r}. Use one of: {', '.join(sorted(_DTYPES))}.")
     return _DTYPES[dtype]
+
+
+def synchronize(device=None) -> None:
+    """Wait until `device` has finished the work queued on it; on the CPU, return at once.
+
+    A GPU runs asynchronously: a call returns as soon as its kernels are queued, so a clock read right
+    after it measures the queueing, not the work. Call this before reading the clock.
+    device: a name, a torch.device, or a tensor / model whose device it is (None: get_device()).
+
+    >>> synchronize("cpu")          # nothing to wait for
+    """
+    device = _device_of(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    seconds: tuple      # one entry per timed call, in order
+    min: float          # the fastest call: other work on the machine only ever adds time
+    median: float       # the typical call
+
+    def __repr__(self) -> str:
+        return f"Timing(min={self.min * 1e3:.3f} ms, median={self.median * 1e3:.3f} ms, calls={len(self.seconds)})"
+
+
+def timed(fn: Callable, device=None, repeats: int = 5, warmup: int = 1) -> Timing:
+    """Call fn() warmup + repeats times and time the last `repeats` calls, each between two synchronize(device).
+
+    The warm-up calls are not timed (the first call of a kernel pays for its set-up and caches). Report the
+    min (the fastest) for what the code costs, the median for what a run typically took.
+
+    >>> t = timed(lambda: sum(range(1000)), "cpu", repeats=3)
+    >>> len(t.seconds), t.min <= t.median
+    (3, True)
+    """
+    if not callable(fn):
+        raise TypeError(f"timed(fn, ...) calls fn() with no arguments; got {type(fn).__name__}, which is not "
+                        "callable. Wrap the call: timed(lambda: model(ids), device).")
+    for name, value, low in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low}; got {value!r}.")
+    device = _device_of(device)
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        seconds.append(time.perf_counter() - start)
+    return Timing(tuple(seconds), min(seconds), statistics.median(seconds))
+
+
+def _device_of(device) -> torch.device:
+    """A device name, torch.device, tensor or module (its parameters' device) -> torch.device."""
+    if isinstance(device, torch.Tensor):
+        return device.device
+    if isinstance(device, torch.nn.Module):
+        first = next(device.parameters(), None)
+        return first.device if first is not None else torch.device("cpu")
+    return get_device(device)

@@ -10,6 +10,7 @@ Both caches have the same interface (use these; do not assign keys, values or se
     cache.crop(n)                         keep the first n positions (e.g. drop rejected draft tokens)
     cache.expand(batch_size)              a batch-1 cache becomes batch_size copies (one prefix, many continuations)
     cache.reorder(rows)                   keep the rows `rows` (B_new,) of the batch, in that order (beam search)
+    cache.copy()                          an independent copy (one shared prefix, several continuations)
     cache.memory_bytes()                  bytes its keys and values take
     cache.reset()                         forget everything
 
@@ -27,7 +28,38 @@ from __future__ import annotations
 
 import torch
 
+from llmlab.devices import get_dtype
+
 __all__ = ["GrowingKVCache", "StaticKVCache"]
+
+
+def kv_cache_bytes(config, T: int, batch: int = 1, dtype="bfloat16", sliding: bool = True) -> int:
+    """Bytes of the keys and values a cache holds for `batch` sequences of T tokens (a config or a model).
+
+    Every layer stores a key and a value vector per KV head and per position: 2 * n_kv_heads * head_dim
+    numbers. Query heads are never cached, so GQA and MQA shrink the cache by n_heads / n_kv_heads.
+    A sliding-window layer needs only its last `sliding_window` positions (sliding=False counts every
+    position in every layer, as llmlab's two caches store them). dtype: what the cache stores
+    ("bfloat16" as a model is usually served, "float32" as llmlab runs by default).
+
+    >>> from llmlab.config import ModelConfig
+    >>> kv_cache_bytes(ModelConfig.preset("smollm2-135m"), 1)        # 30 layers x 3 KV heads x 64 x 2 x 2
+    23040
+    >>> gemma = ModelConfig.preset("gemma3-270m")                    # 15 of its 18 layers see 512 tokens
+    >>> kv_cache_bytes(gemma, 8192) / 2**20, kv_cache_bytes(gemma, 8192, sliding=False) / 2**20
+    (31.5, 144.0)
+    """
+    config = getattr(config, "config", config)          # a Transformer carries its config
+    for name in ("n_layers", "n_kv_heads", "head_dim", "layer_types"):
+        if not hasattr(config, name):
+            raise TypeError(f"kv_cache_bytes needs a ModelConfig (or a model); got {type(config).__name__}, "
+                            f"which has no {name}. Try kv_cache_bytes(model.config, T).")
+    for name, value in (("T", T), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a whole number >= 0; got {value!r}.")
+    per_position = 2 * config.n_kv_heads * config.head_dim * torch.empty(0, dtype=get_dtype(dtype)).element_size()
+    stored = [min(T, config.sliding_window) if kind == "sliding" and sliding else T for kind in config.layer_types]
+    return batch * per_position * sum(stored)
 
 
 def _check_crop(n, seq_len: int) -> int:
@@ -85,6 +117,13 @@ class GrowingKVCache:
 
     def memory_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
+    def copy(self) -> "GrowingKVCache":
+        """A deep copy: its own tensors, so updating either cache leaves the other as it was."""
+        new = GrowingKVCache(self.n_layers)
+        new.keys = [None if k is None else k.clone() for k in self.keys]
+        new.values = [None if v is None else v.clone() for v in self.values]
+        return new
 
     def update(self, layer_idx: int, k: torch.Tensor, v: torch.Tensor):
         if self.keys[layer_idx] is None:
@@ -152,6 +191,14 @@ class StaticKVCache:
     def memory_bytes(self) -> int:
         """Bytes of the preallocated buffers (all max_len positions, used or not)."""
         return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
+
+    def copy(self) -> "StaticKVCache":
+        """A deep copy: its own buffers (same max_len), so updating either cache leaves the other as it was."""
+        new = StaticKVCache(self.n_layers, self.max_len)
+        new.keys = [None if k is None else k.clone() for k in self.keys]
+        new.values = [None if v is None else v.clone() for v in self.values]
+        new.seq_len = self.seq_len
+        return new
 
     @classmethod
     def for_model(cls, model, max_len: int | None = None) -> "StaticKVCache":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from llmlab.checks import as_ids, check_int
-from llmlab.generation import prefill
+from llmlab.generation import check_context_length, eos_ids, prefill
 from llmlab.kvcache import StaticKVCache
 
 
@@ -44,11 +44,19 @@ def propose_draft(tokens: list[int], max_ngram: int = 3, draft_len: int = 8) -> 
 
 @torch.inference_mode()
 def generate_lookup(model, ids, max_new_tokens: int, draft_len: int = 8, max_ngram: int = 3,
-                    eos_token_id: int | list | None = None, stats: dict | None = None) -> torch.Tensor:
+                    eos_token_id=None, stats: dict | None = None) -> torch.Tensor:
     """Greedy decoding of one sequence with prompt-lookup guesses; returns ids (1, T + new).
 
-    Same tokens as `generate(model, ids, max_new_tokens, eos_token_id=...)` with temperature 0.
-    If `stats` is a dict, it receives the number of model passes and of accepted guesses.
+    Same tokens as `generate(model, ids, max_new_tokens, eos_token_id=...)` with temperature 0, and the
+    same forms of eos_token_id (None, one id, or several). If `stats` is a dict, it receives the number
+    of model passes and of accepted guesses.
+
+    >>> from llmlab import ModelConfig, Transformer, generate
+    >>> model = Transformer(ModelConfig.preset("tiny-llama")).eval()
+    >>> ids = torch.tensor([[5, 6, 7, 5, 6]])
+    >>> stats = {}
+    >>> torch.equal(generate_lookup(model, ids, 6, stats=stats), generate(model, ids, 6)), stats["new_tokens"]
+    (True, 6)
     """
     ids = as_ids(model, None, ids)
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
@@ -58,12 +66,10 @@ def generate_lookup(model, ids, max_new_tokens: int, draft_len: int = 8, max_ngr
     if B != 1:
         raise ValueError(f"generate_lookup decodes one sequence at a time; got a batch of {B}. "
                          "Loop over the rows, or use llmlab.generate for batches.")
-    if T + max_new_tokens > model.config.max_seq_len:
-        raise ValueError(f"prompt ({T}) + max_new_tokens ({max_new_tokens}) exceeds the model's context "
-                         f"max_seq_len={model.config.max_seq_len}; ask for fewer new tokens.")
+    check_context_length(model, T, max_new_tokens)
+    eos = set(eos_ids(eos_token_id, model.config.vocab_size))
     if max_new_tokens <= 0:
         return ids
-    eos = set() if eos_token_id is None else {eos_token_id} if isinstance(eos_token_id, int) else set(eos_token_id)
     cache = StaticKVCache(model.config.n_layers, T + max_new_tokens)
     tokens = ids[0].tolist()
     tokens.append(int(prefill(model, ids, cache).argmax(-1)))  # the first new token; not in the cache yet

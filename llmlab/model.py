@@ -18,7 +18,7 @@ from torch import nn
 
 from llmlab.attention import causal_mask, padding_mask, sliding_window_mask
 from llmlab.block import Block
-from llmlab.checks import check_attention_mask, check_ids
+from llmlab.checks import check_attention_mask, check_ids, check_int, resolve_position
 from llmlab.embedding import TokenEmbedding
 from llmlab.hooks import HookPoint
 from llmlab.norms import make_norm
@@ -28,12 +28,14 @@ from llmlab.positions import LearnedPositionalEmbedding, RotaryEmbedding, alibi_
 class Transformer(nn.Module):
     """A decoder-only Transformer LM built from a ModelConfig.
 
-    forward(ids, cache=None, attn_impl=None, attention_mask=None, last_only=False) -> logits
+    forward(ids, cache=None, attn_impl=None, attention_mask=None, logits_to_keep=0) -> logits
       ids             LongTensor (B, T) of token ids, from any device (moved to the model's)
       cache           a GrowingKVCache / StaticKVCache: ids are the next T positions after what it holds
       attn_impl       "sdpa" (fast, default: self.attn_impl) or "eager" (explicit weights, hook_pattern fires)
       attention_mask  (B, T_past + T), 1 for real tokens and 0 for padding (left padding for batches)
-      last_only       compute logits for the last position only (what generation needs)
+      logits_to_keep  which positions go through the final norm and the LM head (Hugging Face's name):
+                      0 = all, N = the last N (1 is what generation needs), or a list / 1-D tensor of
+                      positions (negative from the end) -> logits (B, P, vocab) in that order
 
     Token ids are checked against the vocabulary on a sequence's first pass (no cache, or an empty one);
     decode steps feed back the model's own tokens and skip that check (it costs a GPU round trip).
@@ -80,13 +82,24 @@ class Transformer(nn.Module):
     # ------------------------------------------------------------ forward
 
     def forward(self, ids: torch.Tensor, cache=None, attn_impl: str | None = None,
-                attention_mask: torch.Tensor | None = None, last_only: bool = False) -> torch.Tensor:
+                attention_mask: torch.Tensor | None = None, logits_to_keep=0) -> torch.Tensor:
         """ids (B, T) -> embed (+ positions) -> blocks, each given its RoPE tables, mask and ALiBi bias
-        -> final norm -> LM head -> logits (B, T, vocab) (B, 1, vocab with last_only)."""
+        -> final norm -> LM head -> logits (B, T, vocab); (B, N, vocab) or (B, P, vocab) with logits_to_keep.
+
+        The LM head is the widest product of the model (Gemma: 262,144 outputs per position), so
+        running it only where the logits are read saves most of a long prompt's head work:
+
+        >>> from llmlab.config import ModelConfig
+        >>> model = Transformer(ModelConfig.preset("tiny-llama"))
+        >>> ids = torch.tensor([[1, 2, 3, 4]])
+        >>> model(ids, logits_to_keep=1).shape, model(ids, logits_to_keep=[0, -1]).shape
+        (torch.Size([1, 1, 128]), torch.Size([1, 2, 128]))
+        """
         start = cache.seq_len if cache is not None else 0          # positions already in the cache
         ids = check_ids(ids, self, start, check_values=start == 0)  # (B, T), on the model's device; ids
         # are range-checked on a sequence's first pass; later passes feed back tokens the model chose
         B, T = ids.shape
+        keep = _logits_positions(logits_to_keep, T)                 # None (all), a slice or positions
         if attention_mask is not None:
             attention_mask = check_attention_mask(attention_mask, B, start + T, self.device)
         positions = self.position_ids(start, T, attention_mask)     # (T,), or (B, T) with padding
@@ -99,8 +112,8 @@ class Transformer(nn.Module):
         for block, kind in zip(self.blocks, self.config.layer_types):
             x = block(x, rope[kind], masks[kind], bias, cache, attn_impl or self.attn_impl)  # (B, T, d)
 
-        if last_only:
-            x = x[:, -1:]  # (B, 1, d): during generation only the last position's logits are used
+        if keep is not None:
+            x = x[:, keep]  # (B, P, d): the head runs on the kept positions only (generation: the last one)
         return self.hook_logits(self._logits(self.hook_final_norm(self.final_norm(x))))
 
     def position_ids(self, start: int, T: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -161,6 +174,30 @@ class Transformer(nn.Module):
             full = (full & padding_mask(attention_mask)) | itself                           # (B, 1, T, T_k)
             sliding = (sliding & padding_mask(attention_mask)) | itself if has_sliding else None
         return {"full": full, "sliding": sliding}
+
+
+def _logits_positions(logits_to_keep, T: int):
+    """logits_to_keep -> None (every position), a slice (the last N) or a list of positions in 0..T-1."""
+    hint = ("logits_to_keep is 0 (every position), N (the last N positions; 1 = the last, what generation "
+            "needs) or a list / 1-D tensor of positions.")
+    if isinstance(logits_to_keep, torch.Tensor):
+        if logits_to_keep.dim() == 0:
+            logits_to_keep = int(logits_to_keep) if not logits_to_keep.is_floating_point() else logits_to_keep
+        elif logits_to_keep.dim() == 1 and not logits_to_keep.is_floating_point():
+            logits_to_keep = logits_to_keep.tolist()
+        else:
+            raise ValueError(f"logits_to_keep as a tensor must be 1-D integer positions; got shape "
+                             f"{tuple(logits_to_keep.shape)}, {logits_to_keep.dtype}. {hint}")
+    if isinstance(logits_to_keep, (list, tuple)):
+        if not logits_to_keep:
+            raise ValueError(f"logits_to_keep=[] keeps no position. {hint}")
+        return [resolve_position(p, T, "logits_to_keep position") for p in logits_to_keep]
+    if isinstance(logits_to_keep, bool):
+        raise TypeError(f"logits_to_keep={logits_to_keep} is a bool. {hint}")
+    n = check_int("logits_to_keep", logits_to_keep, low=0, hint=hint)
+    if n > T:
+        raise ValueError(f"logits_to_keep={n} asks for the last {n} positions of an input of {T} tokens. {hint}")
+    return None if n == 0 else slice(T - n, T)
 
 
 def _init_weights(module):

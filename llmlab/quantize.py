@@ -31,13 +31,13 @@ or "dequantize, then multiply" (always available, always exact to the stored int
 from __future__ import annotations
 
 import copy
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from llmlab.checks import check_int
+from llmlab.devices import timed
 from llmlab.fusing import ExactTopHead, describe_fusion, fusable_groups, fuse_group
 
 GROUP = 32     # int4 group size along the input dimension (GGUF's Q4_0/Q4_1 blocks are 32 weights too)
@@ -223,24 +223,14 @@ def _time_kernel(layers: list[nn.Module], kernel: str, x: torch.Tensor, repeats:
     """Seconds per layer for one token through `layers` (distinct copies, so nothing stays in cache)."""
     for layer in layers:
         layer.set_kernel(kernel, x.dtype)
-    sync = torch.cuda.synchronize if x.device.type == "cuda" else (lambda: None)
     with torch.no_grad():
         reference = F.linear(x, layers[0].dequantized(x.dtype))
         if not torch.allclose(layers[0](x), reference, rtol=2e-2, atol=2e-2 * reference.abs().max().item()):
             return float("inf")                      # a kernel that disagrees with the stored integers is never used
-        for layer in layers:
-            layer(x)
-        times = []
-        for _ in range(repeats):
-            sync()
-            start = time.perf_counter()
-            for layer in layers:
-                layer(x)
-            sync()
-            times.append((time.perf_counter() - start) / len(layers))
+        timing = timed(lambda: [layer(x) for layer in layers], x.device, repeats, warmup=1)
     # The fastest pass, not the median: other work on the machine and threads slow to wake only ever
     # add time (with OMP_WAIT_POLICY=PASSIVE the median once picked torch's slow float32 int4 path).
-    return min(times)
+    return timing.min / len(layers)
 
 
 def pick_kernel(kind: str, in_features: int, out_features: int, device, dtype=torch.float32,

@@ -4,7 +4,8 @@ temperature divides the logits (below 1: sharper, above 1: flatter; 0 means alwa
 top-k keeps the k highest logits, top-p keeps the smallest set of tokens whose probabilities add up
 to at least p, min-p keeps the tokens at least min_p times as likely as the top one. Whatever is
 removed gets logit -inf, i.e. probability 0. A repetition penalty makes tokens already in the text
-less likely; beam search keeps the few most likely continuations instead of one.
+less likely. (Beam search, which keeps the few most likely continuations instead of one, is a decode
+loop: it lives beside generate, in llmlab.generation.)
 
 >>> import torch
 >>> logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
@@ -127,64 +128,3 @@ def filtered_probs(logits, temperature: float, top_k: int = 0, top_p: float = 1.
         probs = torch.softmax(top_p_filter(top_k_filter(logits / temperature, top_k or None), top_p), dim=-1)
     probs = probs[0].numpy()
     return probs, probs > 0
-
-
-@torch.inference_mode()
-def beam_search(model, ids: torch.Tensor, max_new_tokens: int, num_beams: int = 4,
-                length_penalty: float = 1.0, eos_token_id: int | None = None) -> tuple[torch.Tensor, float]:
-    """Keep the num_beams most likely continuations at every step; return the best one and its log-probability.
-
-    ids (1, T): one prompt. At each step every beam is extended by every token, and the num_beams
-    pairs (beam, token) with the highest total log-probability survive. A beam that produces
-    eos_token_id is finished; the search stops when the best finished beam can no longer be beaten
-    or after max_new_tokens. Finished beams are ranked by log-probability / length ** length_penalty
-    (0: no normalisation, favours short texts). Returns ((1, T + n) ids, the winner's summed
-    log-probability). Uses a KV cache whose rows are reordered when beams are dropped or copied.
-    """
-    from llmlab.checks import as_ids
-    from llmlab.kvcache import GrowingKVCache
-
-    ids = as_ids(model, None, ids)
-    if ids.shape[0] != 1:
-        raise ValueError(f"beam_search takes one prompt, ids of shape (1, T); got {tuple(ids.shape)}. "
-                         f"Run it once per prompt.")
-    max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=1)
-    num_beams = check_int("num_beams", num_beams, low=1, hint="1 is greedy decoding; 4 or 5 is usual.")
-    length_penalty = check_number("length_penalty", length_penalty, low=0)
-    if ids.shape[1] + max_new_tokens > model.config.max_seq_len:
-        raise ValueError(f"prompt ({ids.shape[1]}) + max_new_tokens ({max_new_tokens}) exceeds the model's "
-                         f"context max_seq_len={model.config.max_seq_len}; ask for fewer new tokens.")
-    cache = GrowingKVCache(model.config.n_layers)
-    logp = torch.log_softmax(model(ids, cache=cache, last_only=True)[:, -1].float(), dim=-1)   # (1, V)
-    beams = ids                                   # (n_beams, T + t): the live beams
-    scores = torch.zeros(1, device=ids.device)    # (n_beams,): summed log-probability of each
-    finished = []                                 # (normalised score, raw score, ids)
-    for step in range(max_new_tokens):
-        V = logp.shape[-1]
-        total = (scores[:, None] + logp).reshape(-1)                       # (n_beams * V,)
-        best, flat = total.topk(min(2 * num_beams, total.numel()))         # spare ones replace finished beams
-        keep_rows, keep_tokens, keep_scores = [], [], []
-        for score, index in zip(best.tolist(), flat.tolist()):
-            row, token = divmod(index, V)
-            candidate = torch.cat([beams[row], beams.new_tensor([token])])
-            if eos_token_id is not None and token == eos_token_id:
-                finished.append((score / (step + 1) ** length_penalty, score, candidate))
-            else:
-                keep_rows.append(row)
-                keep_tokens.append(token)
-                keep_scores.append(score)
-            if len(keep_rows) == num_beams:
-                break
-        if len(finished) >= num_beams:
-            break                                 # enough finished texts: stop (transformers' early_stopping)
-        rows = torch.tensor(keep_rows, device=ids.device)
-        beams = torch.cat([beams[rows], torch.tensor(keep_tokens, device=ids.device)[:, None]], dim=1)
-        scores = torch.tensor(keep_scores, device=ids.device)
-        cache.reorder(rows)                       # the surviving beams' pasts, in their new order
-        if step < max_new_tokens - 1:
-            logits = model(beams[:, -1:], cache=cache, last_only=True)[:, -1]            # (n_beams, V)
-            logp = torch.log_softmax(logits.float(), dim=-1)
-    n = beams.shape[1] - ids.shape[1]
-    live = [(s / n ** length_penalty, s, b) for s, b in zip(scores.tolist(), beams)]
-    _, raw, winner = max(finished + live, key=lambda f: f[0])
-    return winner[None], raw

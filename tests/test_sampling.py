@@ -7,7 +7,8 @@ import torch
 
 import llmlab
 from llmlab.config import ModelConfig
-from llmlab.sampling import apply_repetition_penalty, beam_search, min_p_filter, sample_next_token
+from llmlab import beam_search
+from llmlab.sampling import apply_repetition_penalty, min_p_filter, sample_next_token
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def _tuned_lens_data():
     ids, mask = tok.encode_batch(TUNED_TEXTS)
     kept = {}
     with torch.no_grad(), hooks(model, {n: (lambda x, n=n: kept.__setitem__(n, x)) for n in names}):
-        model(ids, attention_mask=mask, last_only=True)
+        model(ids, attention_mask=mask, logits_to_keep=1)
     real = mask.bool().to(model.device)
     real[torch.arange(len(TUNED_TEXTS)), real.int().argmax(1)] = False     # drop each text's first token
     stream = torch.stack([kept[n][real] for n in names]).float().cpu()    # (L+1, N, d)

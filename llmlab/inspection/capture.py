@@ -286,7 +286,7 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
         attn_impl = "eager"
     last_only = keep == [T - 1]
     with hooks(model, {name: saver(name) for name in chosen}, attn_impl):
-        logits = model(ids, attention_mask=attention_mask, last_only=last_only)  # (B, T or 1, vocab)
+        logits = model(ids, attention_mask=attention_mask, logits_to_keep=int(last_only))  # (B, T or 1, vocab)
     if keep is not None and not last_only:
         logits = logits[:, keep]                                                 # (B, P, vocab)
     tokens = None

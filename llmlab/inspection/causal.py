@@ -54,6 +54,20 @@ def logit_diff(token_a: int, token_b: int):
 
 @dataclasses.dataclass(repr=False)
 class TraceResult(TableResult):
+    """What causal_trace measured; with noise_positions, also the exact noise it added.
+
+    The corrupted run adds noise[i] to the embedding (hook_embed) at position noise_positions[i], in
+    the model's dtype; noise is float32 on the CPU, drawn from torch.Generator().manual_seed(seed) as
+    randn(len(noise_positions), d_model) times noise_std = noise_scale x the std of the embedding
+    table's entries (times the model's embedding scale). To rerun that corrupted forward:
+
+        def add_noise(x):                       # x: (B, T, d), the output of hook_embed
+            x = x.clone()
+            x[:, trace.noise_positions] += trace.noise.to(x.device, x.dtype)
+            return x
+        with hooks(model, {"hook_embed": add_noise}):
+            logits = model(ids)                 # metric(logits[:, -1]) == trace.corrupted
+    """
     effect: torch.Tensor         # (len(layers), len(positions)): the metric after each single restore
     layers: list[int]            # which layers the rows are
     positions: list[int]         # which positions the columns are
@@ -61,6 +75,11 @@ class TraceResult(TableResult):
     corrupted: float             # the metric on the corrupted run, nothing restored
     site: str                    # what was restored: "resid_post", "mlp_out", ...
     tokens: list[str] | None     # the clean prompt's tokens, when a tokenizer was given
+    noise: torch.Tensor | None = None          # (len(noise_positions), d_model) float32, CPU: what was added
+    noise_positions: list[int] | None = None   # where it was added (0..T-1); None with a corrupted prompt
+    noise_scale: float | None = None           # the noise_scale argument (std in embedding-table stds)
+    noise_std: float | None = None             # the std it gave: noise_scale x std of the scaled embeddings
+    seed: int | None = None                    # the seed the noise was drawn with
 
     def recovered(self) -> torch.Tensor:
         """effect on a common scale: 0 = no better than the corrupted run, 1 = back to the clean run."""
@@ -126,7 +145,7 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
     layers = list(range(n_layers)) if layers is None else [resolve_layer(n_layers, l) for l in layers]
     positions = list(range(T)) if positions is None else [resolve_position(p, T) for p in positions]
 
-    corrupt_hooks = {}
+    corrupt_hooks, used = {}, {}
     if corrupt is not None:
         corrupt_ids = as_ids(model, tokenizer, corrupt)
         if corrupt_ids.shape != ids.shape:
@@ -138,7 +157,9 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
         scale = model.tok_embed.scale or 1.0
         std = float(model.tok_embed.weight.float().std()) * scale * noise_scale
         g = torch.Generator().manual_seed(seed)
-        noise = (torch.randn(len(where), model.config.d_model, generator=g) * std).to(ids.device)  # (N, d)
+        cpu_noise = torch.randn(len(where), model.config.d_model, generator=g) * std   # (N, d), float32
+        noise = cpu_noise.to(ids.device)
+        used = dict(noise=cpu_noise, noise_positions=where.tolist(), noise_scale=noise_scale, noise_std=std, seed=seed)
 
         def add_noise(x):  # (B, T, d)
             x = x.clone()
@@ -150,7 +171,7 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
     clean_logits, cache = capture(model, None, ids, names=names)
     clean_value = float(metric(clean_logits[:, -1]))
     with hooks(model, corrupt_hooks):
-        corrupted_value = float(metric(model(corrupt_ids, last_only=True)[:, -1]))
+        corrupted_value = float(metric(model(corrupt_ids, logits_to_keep=1)[:, -1]))
 
     rows = torch.arange(len(positions), device=ids.device)
     cols = torch.tensor(positions, device=ids.device)
@@ -165,9 +186,9 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
         for l in range(layer, min(layer + window, n_layers)):
             fns[names[l]] = lambda x, name=names[l]: restore(x, name)
         with hooks(model, fns):
-            effect[row] = metric(model(batch, last_only=True)[:, -1]).float().cpu()
+            effect[row] = metric(model(batch, logits_to_keep=1)[:, -1]).float().cpu()
     tokens = token_strings(tokenizer, ids[0]) if tokenizer is not None else None
-    return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens)
+    return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens, **used)
 
 
 @dataclasses.dataclass(repr=False)
