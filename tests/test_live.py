@@ -15,7 +15,7 @@ from llmlab.inspection import ablate, capture, logit_lens
 from llmlab.inspection.capture import hooks
 from llmlab.inspection.steering import mean_resid, steer, steering_vector
 from llmlab.live import CONTEXT, LIVE_OUTPUTS, export_onnx, run_onnx
-from llmlab.live.export import CHUNK_BYTES, pack_nibbles
+from llmlab.live.export import CHUNK_BYTES, Q4_1_BLOCK, Q8_0_BLOCK, expand_blocks, raw_blocks, smollm2_gguf_path
 from llmlab.live.site import decode_15bit, encode_15bit
 
 PROMPTS = ["The Eiffel Tower is in the city of", "我喜欢喝茶，因为"]
@@ -156,16 +156,25 @@ def test_onnx_keeps_the_files_numbers_in_small_files(exported):
     data = sorted(path.parent.glob("model.data.*"))
     sizes = [p.stat().st_size for p in data]
     assert len(data) >= 2 and max(sizes) <= CHUNK_BYTES
-    # The GGUF's Q4_1 and Q8_0 blocks are 98 MB; the export holds the same bytes, reordered (the
-    # RoPE tables for the whole context add 0.5 MB to the graph file).
+    # The GGUF's Q4_1 and Q8_0 blocks are 98 MB; the site holds the same bytes (the graph file adds the
+    # norms and RoPE tables, 0.6 MB); weights.f32, expanded from them, is never shipped.
     assert 90e6 < sum(sizes) + path.stat().st_size < 101e6
+    n_weights = sum(p.numel() for name, p in llmlab.load("smollm2-135m", device="cpu")[0].named_parameters()
+                    if p.dim() == 2)                                     # every matrix (the LM head is tied)
+    assert (path.parent / "weights.f32").stat().st_size == 4 * n_weights
 
 
-def test_nibbles_pack_in_matmulnbits_order():
-    values = np.arange(32, dtype=np.uint8) % 16
-    packed = pack_nibbles(values)
-    assert packed.shape == (16,)
-    assert [(b & 15, b >> 4) for b in packed[:2]] == [(0, 1), (2, 3)]
+@pytest.mark.parametrize("name, kind, size", [("blk.3.ffn_down.weight", "q4_1", Q4_1_BLOCK),
+                                               ("token_embd.weight", "q8_0", Q8_0_BLOCK)])
+def test_expanded_weights_are_gguf_dequantize(name, kind, size):
+    from gguf.quants import dequantize
+
+    from llmlab.gguf import open_reader
+
+    tensor = next(t for t in open_reader(smollm2_gguf_path()).tensors if t.name == name)
+    want = np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+    got = expand_blocks(kind, raw_blocks(tensor, size))
+    assert got.shape == want.shape and (got == want).all()           # bit for bit
 
 
 def test_run_onnx_refuses_bad_lengths(exported):

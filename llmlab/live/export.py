@@ -3,25 +3,25 @@
 The graph is written node by node from llmlab's ModelConfig, one block at a time, in the same
 order as ``llmlab.block`` (RMSNorm, attention with RoPE and grouped queries, RMSNorm, SwiGLU).
 
-How the weights stay small *and* exact:
+How the weights stay small *and* exact: the site ships the GGUF's own quantized blocks, and the
+page expands them to float32 once, before onnxruntime starts, with the same arithmetic as llmlab's
+loader (gguf.quants); the graph then multiplies by ordinary float32 matrices (MatMul, by w^T stored as it is read). The graph
+file names each weight as an external float32 tensor of one file, weights.f32, that the site does
+not ship: `model.expand.json` says which quantized blocks make which bytes of it, and the page's
+worker (or `expand_weights` here, for onnxruntime in Python) writes it in memory. (onnxruntime-web's
+4-bit ``MatMulNBits`` would keep the weights small in memory, but on WebAssembly it expands them
+again on every call, which costs as much as a whole prompt for each written token; folding the
+expansion into the graph at load makes the page's memory pass 4 GB.)
 
-- Q4_1 linears (every W_q, W_k, W_v, W_o and FFN matrix). A block of 32 weights stores a scale d,
-  a minimum m and 32 integers q in 0..15, and means w = d * q + m. onnxruntime's ``MatMulNBits``
-  multiplies by 4-bit weights without expanding them, but computes w = d * (q - 8). So each
-  linear is ``MatMulNBits`` plus an exact correction for the rest, (8 d + m), which is constant
-  inside a block:  x @ w^T = MatMulNBits(x) + blocksum(x) @ (8 d + m)^T, where blocksum adds
-  x's 32 entries of each block. Only the nibbles are reordered (GGUF puts elements j and j+16
-  in one byte, MatMulNBits elements 2i and 2i+1); the numbers are the file's.
-- The Q8_0 token embedding (tied to the LM head): int8 integers q and one scale d per 32. With
-  u = q + 128 (0..255) split into two 4-bit halves, u = 16 hi + lo, the LM head is two 4-bit
-  ``MatMulNBits`` plus the block sums' part again: (u - 128) d = 16 d (hi - 8) + d (lo - 8) + 8 d.
-  The halves are the same bytes as u (onnxruntime expands an 8-bit MatMulNBits to float32 on
-  every call, 0.6 s for this table; two 4-bit ones are about 100 times faster). The embedding
-  gathers the rows of both halves and computes (16 hi + lo - 128) d.
+- Q4_1 linears (every W_q, W_k, W_v, W_o and FFN matrix): blocks of 20 bytes per 32 weights, a
+  scale d and a minimum m (float16) and 16 bytes of 4-bit q (element j in the low nibble of byte j,
+  element j + 16 in its high nibble): w = d * q + m.
+- The Q8_0 token embedding (tied to the LM head): blocks of 34 bytes, d (float16) and 32 int8 q:
+  w = d * q. The one float32 table serves the embedding (Gather) and the LM head (Gemm).
 - llama.cpp's permuted rows of W_q and W_k are put back (``llmlab.gguf.unpermute_qk``): whole
   rows of blocks move, no number changes.
 
-    path = export_onnx("/tmp/live")                  # model.onnx + model.data.0, model.data.1, ...
+    path = export_onnx("/tmp/live")                  # model.onnx, model.data.0, ..., model.expand.json, weights.f32
     out = run_onnx(path, [504, 3458, 314])           # dict of numpy arrays, names in LIVE_OUTPUTS
     step = run_onnx(path, [253], past=(out["present_keys"], out["present_values"]))   # one more token
 
@@ -46,6 +46,7 @@ A decode step (T = 1, attention_rows 0, one readout row) costs one token's worth
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -63,6 +64,8 @@ LIVE_INPUTS = ("input_ids", "past_keys", "past_values", "head_mask", "steer", "a
 LIVE_OUTPUTS = ("logits", "resid", "present_keys", "present_values", "attention", "lens_ids", "lens_probs",
                 "lens_target_probs", "lens_target_ranks")
 Q4_1_BLOCK, Q8_0_BLOCK = 20, 34   # bytes per block of 32 weights: (d, m, 16 bytes) and (d, 32 int8)
+BLOCK_BYTES = {"q4_1": Q4_1_BLOCK, "q8_0": Q8_0_BLOCK}
+WEIGHTS_FILE = "weights.f32"      # the expanded weights: written by the page in memory, never shipped
 
 
 def smollm2_gguf_path() -> Path:
@@ -81,40 +84,30 @@ def smollm2_config(reader=None):
 
 # ------------------------------------------------------------------ the GGUF bytes, reordered
 
-def q4_1_parts(tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A Q4_1 tensor (N rows of K) -> packed nibbles (N, K/32, 16) uint8, d and m (N, K/32) float16.
-
-    >>> block = np.zeros(20, np.uint8); block[4] = 0x21        # GGUF: q0 = 1 (low nibble), q16 = 2 (high)
-    >>> packed, _, _ = _q4_1_split(block.reshape(1, 1, 20))      # MatMulNBits: q0 in byte 0, q16 in byte 8
-    >>> int(packed[0, 0, 0]), int(packed[0, 0, 8])
-    (1, 2)
-    """
+def raw_blocks(tensor, block_bytes: int) -> np.ndarray:
+    """A quantized GGUF tensor of N rows -> its blocks, (N, blocks per row, block_bytes) uint8."""
     N = int(tensor.shape[1])
-    blocks = np.asarray(tensor.data, dtype=np.uint8).reshape(N, -1, Q4_1_BLOCK)  # (N, K/32, 20)
-    return _q4_1_split(blocks)
+    return np.asarray(tensor.data, dtype=np.uint8).reshape(N, -1, block_bytes)
 
 
-def _q4_1_split(blocks: np.ndarray):
-    d = blocks[..., 0:2].copy().view(np.float16)[..., 0]              # (N, nb)
-    m = blocks[..., 2:4].copy().view(np.float16)[..., 0]              # (N, nb)
-    qs = blocks[..., 4:]                                              # (N, nb, 16)
-    values = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)            # (N, nb, 32) element j at j
-    packed = values[..., 0::2] | (values[..., 1::2] << 4)             # (N, nb, 16) MatMulNBits order
-    return packed.astype(np.uint8), d, m
+def expand_blocks(kind: str, blocks: np.ndarray) -> np.ndarray:
+    """Q4_1 or Q8_0 blocks (N, nb, bytes) -> float32 weights (N, nb * 32), as gguf.quants computes them.
 
-
-def q8_0_parts(tensor) -> tuple[np.ndarray, np.ndarray]:
-    """A Q8_0 tensor (V rows of d) -> int8 (V, d/32, 32) and scales (V, d/32, 1) float16."""
-    V = int(tensor.shape[1])
-    blocks = np.asarray(tensor.data, dtype=np.uint8).reshape(V, -1, Q8_0_BLOCK)  # (V, nb, 34)
-    d = blocks[..., 0:2].copy().view(np.float16)                       # (V, nb, 1)
-    q = blocks[..., 2:].copy().view(np.int8)                           # (V, nb, 32)
-    return q, d
-
-
-def pack_nibbles(values: np.ndarray) -> np.ndarray:
-    """(..., 32) integers 0..15 -> (..., 16) bytes in MatMulNBits order (elements 2i, 2i+1 in byte i)."""
-    return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    >>> block = np.zeros((1, 1, 20), np.uint8); block[0, 0, 1] = 0x3c; block[0, 0, 4] = 0x21   # d = 1, q0 = 1, q16 = 2
+    >>> expand_blocks("q4_1", block)[0, [0, 16]].tolist()
+    [1.0, 2.0]
+    """
+    d = blocks[..., 0:2].copy().view(np.float16).astype(np.float32)               # (N, nb, 1)
+    if kind == "q4_1":
+        m = blocks[..., 2:4].copy().view(np.float16).astype(np.float32)
+        qs = blocks[..., 4:]
+        q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)        # (N, nb, 32): j, then j + 16
+        w = d * q + m
+    elif kind == "q8_0":
+        w = d * blocks[..., 2:].copy().view(np.int8).astype(np.float32)
+    else:
+        raise ValueError(f"expand_blocks knows 'q4_1' and 'q8_0', got {kind!r}.")
+    return w.reshape(w.shape[0], -1)
 
 
 def unpermute_rows(array: np.ndarray, n_heads: int) -> np.ndarray:
@@ -134,7 +127,7 @@ class Graph:
         from onnx import helper, numpy_helper
 
         self.helper, self.numpy_helper = helper, numpy_helper
-        self.nodes, self.initializers, self.count = [], [], 0
+        self.nodes, self.initializers, self.count, self.weights = [], [], 0, []
 
     def name(self, hint: str) -> str:
         self.count += 1
@@ -150,6 +143,22 @@ class Graph:
         self.nodes.append(self.helper.make_node(op_type, list(inputs), names, domain=domain, **attrs))
         return names[0] if len(names) == 1 else names
 
+    def weight(self, hint: str, kind: str, blocks: np.ndarray) -> str:
+        """A float32 (K, N) initializer, w^T for the quantized blocks (N, nb, bytes) of w, expanded when the
+        model loads (transposed: onnxruntime multiplies one row by a (K, N) matrix without repacking it)."""
+        from onnx import TensorProto
+
+        name = self.name(hint)
+        N, K = blocks.shape[0], blocks.shape[1] * 32
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[K, N], data_location=TensorProto.EXTERNAL)
+        offset = sum(w["rows"] * w["cols"] * 4 for w in self.weights)
+        for key, value in (("location", WEIGHTS_FILE), ("offset", str(offset)), ("length", str(N * K * 4))):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        self.initializers.append(tensor)
+        self.weights.append(dict(name=name, kind=kind, rows=N, cols=K, offset=offset, blocks=blocks))
+        return name
+
     def ints(self, *values: int) -> str:
         return self.const("shape", np.array(values, dtype=np.int64))
 
@@ -164,19 +173,6 @@ def rms_norm(g: Graph, x: str, weight: np.ndarray, eps: float) -> str:
     return g.op("Mul", g.op("Mul", x, inv), g.const("norm_w", weight.astype(np.float32)))
 
 
-def q4_linear(g: Graph, x: str, packed: np.ndarray, d: np.ndarray, m: np.ndarray) -> str:
-    """x (T, K) @ w^T for a Q4_1 w (N, K): MatMulNBits (q - 8) * d, plus blocksum(x) @ (8 d + m)^T."""
-    N, nb, _ = packed.shape
-    K = nb * 32
-    d32 = g.op("Cast", g.const("q4_d", d), to=1)                                      # (N, nb) float32
-    scales = g.op("Reshape", d32, g.ints(N * nb))
-    y = g.op("MatMulNBits", x, g.const("q4_packed", packed), scales, domain="com.microsoft",
-             K=K, N=N, bits=4, block_size=32)                                          # (T, N)
-    rest = g.op("Add", g.op("Mul", d32, g.scalar(8.0)), g.op("Cast", g.const("q4_m", m), to=1))  # (N, nb)
-    block_sums = g.op("ReduceSum", g.op("Reshape", x, g.ints(-1, nb, 32)), g.ints(-1), keepdims=0)  # (T, nb)
-    return g.op("Add", y, g.op("MatMul", block_sums, g.op("Transpose", rest, perm=[1, 0])))  # (T, N)
-
-
 def rope(g: Graph, x: str, cos: str, sin: str, half: int) -> str:
     """x * cos + rotate_half(x) * sin, x (heads, T, hd); rotate_half(x) = (-x2, x1)."""
     x1 = g.op("Slice", x, g.ints(0), g.ints(half), g.ints(-1))
@@ -187,8 +183,11 @@ def rope(g: Graph, x: str, cos: str, sin: str, half: int) -> str:
 
 # ------------------------------------------------------------------ the model
 
-def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
-    """The whole SmolLM2 forward pass with a KV cache and the live outputs (see the module docstring)."""
+def build_graph(reader, config) -> tuple:
+    """The whole SmolLM2 forward pass with a KV cache and the live outputs (see the module docstring).
+
+    Returns (onnx model, weights): the weights' quantized blocks and where each goes in weights.f32.
+    """
     from onnx import TensorProto, helper
 
     c = config
@@ -197,10 +196,10 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
     g = Graph()
 
     def linear(name: str, x: str, heads: int | None = None) -> str:
-        packed, d, m = q4_1_parts(tensors[name])
-        if heads is not None:  # W_q / W_k: llama.cpp's row order back to llmlab's
-            packed, d, m = (unpermute_rows(a, heads) for a in (packed, d, m))
-        return q4_linear(g, x, packed, d, m)
+        blocks = raw_blocks(tensors[name], Q4_1_BLOCK)                                 # (N, K/32, 20)
+        if heads is not None:  # W_q / W_k: llama.cpp's row order back to llmlab's (whole rows move)
+            blocks = unpermute_rows(blocks, heads)
+        return g.op("MatMul", x, g.weight("w", "q4_1", blocks))                        # x @ w^T, (T, N)
 
     def norm_weight(name: str) -> np.ndarray:
         return np.asarray(tensors[name].data, dtype=np.float32)
@@ -223,25 +222,10 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
     hidden = g.op("Greater", g.op("Unsqueeze", keys, zero), g.op("Unsqueeze", rows, g.ints(1)))  # (T, S)
     mask = g.op("Where", hidden, g.scalar(float("-inf")), g.scalar(0.0))
 
-    # Token embedding, tied to the LM head: Q8_0's int8 q and scale d per 32, stored as u = q + 128 split
-    # into two 4-bit halves, u = 16 hi + lo, each packed as MatMulNBits reads 4-bit weights (the same
-    # bytes as u; onnxruntime multiplies by 4-bit weights fast, by 8-bit ones only after expanding them).
-    emb_q, emb_d = q8_0_parts(tensors["token_embd.weight"])                           # (V, nb, 32), (V, nb, 1)
-    emb_u = (emb_q.astype(np.int16) + 128).astype(np.uint8)                           # q + 128, in 0..255
-    V, nb = emb_u.shape[0], emb_u.shape[1]
-    hi_name, lo_name = (g.const(hint, pack_nibbles(half)) for hint, half in (("embed_hi", emb_u >> 4),
-                                                                             ("embed_lo", emb_u & 0x0F)))
-    emb_d_name = g.const("embed_d", emb_d)
-    def unpack(name):                                                                 # rows of ids -> (T, nb, 32)
-        packed = g.op("Cast", g.op("Gather", name, "input_ids"), to=1)                # (T, nb, 16)
-        even = g.op("Mod", packed, g.scalar(16.0), fmod=1)                            # element 2i: low nibble
-        odd = g.op("Mul", g.op("Sub", packed, even), g.scalar(1 / 16))                # element 2i+1: high nibble
-        pairs = g.op("Concat", g.op("Unsqueeze", even, g.ints(-1)), g.op("Unsqueeze", odd, g.ints(-1)), axis=-1)
-        return g.op("Reshape", pairs, g.ints(-1, nb, 32))
-    u = g.op("Add", g.op("Mul", unpack(hi_name), g.scalar(16.0)), unpack(lo_name))   # (T, nb, 32), exact integers
-    rows_ = g.op("Mul", g.op("Sub", u, g.scalar(128.0)),
-                 g.op("Cast", g.op("Gather", emb_d_name, "input_ids"), to=1))          # (T, nb, 32): (u - 128) d
-    x = g.op("Reshape", rows_, g.ints(-1, D))                                          # (T, D)
+    # Token embedding, tied to the LM head: one float32 table (D, V) expanded from the Q8_0 blocks.
+    table = g.weight("embedding", "q8_0", raw_blocks(tensors["token_embd.weight"], Q8_0_BLOCK))
+    V = c.vocab_size
+    x = g.op("Transpose", g.op("Gather", table, "input_ids", axis=1), perm=[1, 0])     # (T, D)
 
     attention_end = g.op("Reshape", "attention_rows", g.ints(1))                       # [R]: 0 or T
     streams, patterns, present_k, present_v = [x], [], [], []
@@ -290,18 +274,8 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
 
     # One readout (final norm, then the tied LM head) for the next token and for the logit lens.
     norm_w = norm_weight("output_norm.weight")
-    # w = (u - 128) d = 16 d (hi - 8) + d (lo - 8) + 8 d: two 4-bit products and the block sums' part.
-    d32 = g.op("Cast", emb_d_name, to=1)                                               # (V, nb, 1)
-    d_flat = g.op("Reshape", d32, g.ints(V * nb))
-    rest = g.op("Transpose", g.op("Reshape", g.op("Mul", d32, g.scalar(8.0)), g.ints(V, nb)), perm=[1, 0])  # (nb, V)
-
     def readout(rows):                                                                 # (n, D) -> (n, V)
-        h = rms_norm(g, rows, norm_w, c.norm_eps)
-        high = g.op("MatMulNBits", h, hi_name, g.op("Mul", d_flat, g.scalar(16.0)), domain="com.microsoft",
-                    K=D, N=V, bits=4, block_size=32)
-        low = g.op("MatMulNBits", h, lo_name, d_flat, domain="com.microsoft", K=D, N=V, bits=4, block_size=32)
-        block_sums = g.op("ReduceSum", g.op("Reshape", h, g.ints(-1, nb, 32)), g.ints(-1), keepdims=0)  # (n, nb)
-        return g.op("Add", g.op("Add", high, low), g.op("MatMul", block_sums, rest))
+        return g.op("MatMul", rms_norm(g, rows, norm_w, c.norm_eps), table)            # the tied LM head
 
     # The readout rows: row r = layer * T + position of every stream stacked (embedding first), at
     # least one. The first is the one whose whole distribution comes back (usually the model's output
@@ -332,50 +306,68 @@ def build_graph(reader, config) -> "onnx.ModelProto":  # noqa: F821
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                               producer_name="llmlab.live")
     model.ir_version = 8
-    return model
+    return model, g.weights
 
 
-def save_chunked(model, folder: Path, stem: str = "model", chunk_bytes: int = CHUNK_BYTES) -> list[Path]:
-    """Write the graph to folder/stem.onnx and its initializers to stem.data.0, .1, ... (each <= chunk_bytes)."""
-    from onnx import TensorProto, save_model
+def save_files(model, weights: list, folder: Path, chunk_bytes: int = CHUNK_BYTES, expanded: bool = True) -> list[Path]:
+    """Write model.onnx, the quantized blocks in model.data.0, .1, ... (each <= chunk_bytes), the recipe
+    model.expand.json, and (expanded=True, for onnxruntime in Python) weights.f32 itself."""
+    from onnx import save_model
 
     folder.mkdir(parents=True, exist_ok=True)
-    files, handle, used = [], None, chunk_bytes
-    for tensor in model.graph.initializer:
-        data = tensor.raw_data
-        if len(data) < 4096:            # small constants stay inside the graph file
-            continue
+    files, recipe, handle, used = [], [], None, chunk_bytes
+    for w in weights:
+        data = np.ascontiguousarray(w["blocks"]).tobytes()
         if len(data) > chunk_bytes:
-            raise ValueError(f"Tensor {tensor.name} has {len(data)} bytes, more than a chunk ({chunk_bytes}).")
+            raise ValueError(f"Weight {w['name']} has {len(data)} bytes, more than a chunk ({chunk_bytes}).")
         if used + len(data) > chunk_bytes:
             if handle:
                 handle.close()
-            files.append(folder / f"{stem}.data.{len(files)}")
+            files.append(folder / f"model.data.{len(files)}")
             handle, used = open(files[-1], "wb"), 0
-        offset = used
+        recipe.append(dict(name=w["name"], kind=w["kind"], rows=w["rows"], cols=w["cols"], offset=w["offset"],
+                           file=files[-1].name, start=used, length=len(data)))
         handle.write(data)
         used += len(data)
-        tensor.ClearField("raw_data")
-        tensor.data_location = TensorProto.EXTERNAL
-        for key, value in (("location", files[-1].name), ("offset", str(offset)), ("length", str(len(data)))):
-            entry = tensor.external_data.add()
-            entry.key, entry.value = key, value
     if handle:
         handle.close()
-    graph_path = folder / f"{stem}.onnx"
+    total = sum(w["rows"] * w["cols"] * 4 for w in weights)
+    (folder / "model.expand.json").write_text(json.dumps(dict(file=WEIGHTS_FILE, bytes=total, weights=recipe)))
+    if expanded:
+        expand_weights(folder)
+    graph_path = folder / "model.onnx"
     save_model(model, os.fspath(graph_path))
-    return [graph_path, *files]
+    return [graph_path, folder / "model.expand.json", *files]
 
 
-def export_onnx(folder: str | os.PathLike, gguf_path: str | os.PathLike | None = None) -> Path:
-    """Write SmolLM2-135M's live graph and weights into `folder`; returns the .onnx file's path."""
+def expand_weights(folder: str | os.PathLike) -> Path:
+    """Write folder/weights.f32 from the quantized blocks and model.expand.json (what the page does in memory)."""
+    folder = Path(folder)
+    recipe = json.loads((folder / "model.expand.json").read_text())
+    out = np.memmap(folder / recipe["file"], dtype=np.float32, mode="w+", shape=(recipe["bytes"] // 4,))
+    for w in recipe["weights"]:
+        with open(folder / w["file"], "rb") as f:
+            f.seek(w["start"])
+            blocks = np.frombuffer(f.read(w["length"]), np.uint8).reshape(w["rows"], -1, BLOCK_BYTES[w["kind"]])
+        out[w["offset"] // 4: w["offset"] // 4 + w["rows"] * w["cols"]] = expand_blocks(w["kind"], blocks).T.reshape(-1)
+    out.flush()
+    del out
+    return folder / recipe["file"]
+
+
+def export_onnx(folder: str | os.PathLike, gguf_path: str | os.PathLike | None = None, expanded: bool = True) -> Path:
+    """Write SmolLM2-135M's live graph and weights into `folder`; returns the .onnx file's path.
+
+    expanded=False leaves out weights.f32 (the site's files: the page expands the blocks itself).
+    """
     reader = open_reader(gguf_path or smollm2_gguf_path())
     config = smollm2_config(reader)
     if config.family != "llama" or config.norm != "rms" or config.ffn != "swiglu" or not config.tie_embeddings:
         raise ValueError(f"export_onnx writes SmolLM2-style models (llama family, RMSNorm, SwiGLU, tied "
                          f"embeddings); this file's config is family={config.family!r}, norm={config.norm!r}, "
                          f"ffn={config.ffn!r}, tie_embeddings={config.tie_embeddings}.")
-    return save_chunked(build_graph(reader, config), Path(folder))[0]
+    model, weights = build_graph(reader, config)
+    return save_files(model, weights, Path(folder), expanded=expanded)[0]
 
 
 def run_onnx(path: str | os.PathLike, ids, session=None, past=None, ablate=(), steer=None,

@@ -121,10 +121,13 @@ def write_site(folder: str | os.PathLike, npm_folder: str | os.PathLike) -> dict
         files = []
         config = smollm2_config()
         with tempfile.TemporaryDirectory() as onnx_dir:
-            graph = export_onnx(onnx_dir)
+            graph = export_onnx(onnx_dir, expanded=False)       # the page expands the weights itself
             for path in sorted(Path(onnx_dir).iterdir(), key=lambda p: (p.suffix != ".onnx", p.name)):
                 name = path.name
-                size = write_binary_script(staging / f"{name}.js", name, path.read_bytes())
+                if path.suffix == ".json":
+                    size = write_text_script(staging / f"{name}.js", name, json.loads(path.read_text()))
+                else:
+                    size = write_binary_script(staging / f"{name}.js", name, path.read_bytes())
                 files.append(dict(script=f"{name}.js", key=name, bytes=path.stat().st_size, script_bytes=size))
         assert graph.name == "model.onnx"
         for name in ORT_FILES:
