@@ -20,7 +20,7 @@ from llmlab.inspection.capture import (
     ActivationCache, capture, estimate_memory, hook_names, hooks, select_names, token_strings,
 )
 from llmlab.inspection.embeddings import analogy, nearest_to_vector, nearest_tokens
-from llmlab.inspection.intervene import ablate, patch
+from llmlab.inspection.intervene import ablate, patch, top_heads
 from llmlab.inspection.lens import LensResult, logit_lens
 from llmlab.inspection.neurons import neuron_activations, top_activating_tokens
 from llmlab.inspection.probes import ProbeResult, control_labels, probe_accuracy, probe_with_control, train_probe
@@ -33,7 +33,7 @@ from llmlab.inspection.steering import generate_steered, mean_resid, steer, stee
 
 __all__ = [
     "hook_name", "resolve_layer", "token_id", "ActivationCache", "capture", "estimate_memory", "hook_names", "hooks",
-    "select_names", "token_strings", "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "patch",
+    "select_names", "token_strings", "analogy", "nearest_to_vector", "nearest_tokens", "ablate", "patch", "top_heads",
     "LensResult", "logit_lens", "neuron_activations", "top_activating_tokens", "IDENTITY_TEMPLATE",
     "PatchscopeResult", "patchscope", "cka_matrix", "cosine", "cosine_matrix", "layer_cka", "layer_similarity",
     "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",

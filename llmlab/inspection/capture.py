@@ -124,6 +124,7 @@ class ActivationCache:
     cache.resid(2)                     # the same
     cache.pattern(2)                   # (B, n_heads, T, T)
     cache.accumulated_resid()          # (n_layers + 1, B, T, d): after the embedding, after each block
+    cache.stack("pattern")             # (n_layers, B, n_heads, T, T): every block's weights in one tensor
     cache.attention_mask               # (B, T) bool, False = padding (all True when no row is padded)
     """
 
@@ -189,6 +190,43 @@ class ActivationCache:
                            "'blocks.{i}.hook_resid_post'; capture with names=None or names=['*resid*', 'hook_embed'].")
         return torch.stack([first] + [self.resid(i) for i in range(self.config.n_layers)])  # (L+1, B, T, d)
 
+    def stack(self, point: str, layers=None, dim: int = 0) -> torch.Tensor:
+        """One hook point of every block (or of `layers`), stacked along a new dimension `dim`.
+
+        point: what follows "blocks.{i}." as hook_name takes it ("attn.pattern", "resid_post", "mlp.post"), or
+        just its last part when that names one point of the block ("pattern", "z", "resid_post").
+
+            cache.stack("pattern")                 # (L, B, n_heads, T, T): entry i is block i
+            cache.stack("pattern", dim=1)          # (B, L, n_heads, T, T)
+            cache.stack("resid_post", layers=[10, 11])   # (2, B, T, d)
+
+        Row i is block i, so every block must have been captured (or pass layers= for the ones that were).
+        """
+        n = self.config.n_layers
+        layers = [layers] if isinstance(layers, int) else range(n) if layers is None else layers
+        layers = [resolve_layer(n, layer) for layer in layers]
+        names = [self._block_name(layer, point) for layer in layers]
+        missing = [layer for layer, name in zip(layers, names) if name is None]
+        if missing:
+            raise KeyError(f"{point!r} was not captured in block(s) {missing}; stack needs it in every block asked "
+                           f"for. Capture it everywhere (names=['*{point.rpartition('.')[2]}'] without layers=) or "
+                           "pass layers=[the blocks you captured].")
+        return torch.stack([self.store[name] for name in names], dim=dim)
+
+    def _block_name(self, layer: int, point: str) -> str | None:
+        """The captured name of `point` in block `layer`: hook_name(layer, point), else the one captured name
+        of that block ending in the same part (so "pattern" finds "blocks.3.attn.hook_pattern")."""
+        full = hook_name(layer, point)
+        if full in self.store:
+            return full
+        last = full.rpartition(".")[2]
+        hits = [n for n in self.store if _LAYER.match(n) and int(_LAYER.match(n).group(1)) == layer
+                and n.rpartition(".")[2] == last]
+        if len(hits) > 1:
+            raise KeyError(f"{point!r} names several hook points of block {layer}: {hits}; give the full point, "
+                           f"e.g. {hits[0].split('.', 2)[2]!r}.")
+        return hits[0] if hits else None
+
     def memory_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.store.values())
 
@@ -244,13 +282,15 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
             max_bytes: int | None = 2**31, attn_impl: str | None = None, attention_mask=None):
     """Run the model on a prompt (or a batch) and return (logits (B, T, vocab), ActivationCache).
 
-    With positions, the logits too are kept at those positions only, (B, P, vocab); positions=[-1] runs
-    the LM head on the last position alone (a 262k-token vocabulary makes (B, T, vocab) large).
+    With positions, the logits too are kept at those positions only, (B, P, vocab): they are passed to the
+    forward as logits_to_keep, so the final norm and the LM head run there alone (a 262k-token vocabulary
+    makes (B, T, vocab) large), and hook_final_norm / hook_logits hold those positions only.
 
     tokenizer   : encodes text and labels the tokens (None: the prompt is ids).
     prompt      : text, a list of texts (one left-padded batch), a list of ids, or a (T,) / (B, T) tensor of ids.
     names       : hook names or glob patterns to keep (None: every hook point).
-    layers      : only these blocks' hooks (non-block hooks like hook_embed are kept).
+    layers      : only these blocks' hooks (non-block hooks like hook_embed are kept); a selection that keeps
+                  nothing (a block-0 name with layers=[3]) is an error, not an empty cache.
     positions   : only these token positions, e.g. [-1]: the last real token of every row (left padding).
     store_device: where the cached tensors live (default: the model's device; "cpu" saves GPU memory).
     max_bytes   : refuse to build a bigger cache (None: no limit).
@@ -263,6 +303,10 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     if max_bytes is not None:
         check_int("max_bytes", max_bytes, low=0, hint="None means no limit.")
     chosen = select_names(model, names, layers)
+    if not chosen:
+        raise ValueError(f"names={names!r} with layers={layers!r} selects no hook point: the names exist, but not in "
+                         "those blocks (hook_embed, hook_final_norm and hook_logits are outside every block). Widen "
+                         "layers= or names=; select_names(model, names, layers) shows what a selection keeps.")
     keep = None if positions is None else _positions(positions, T)
     if max_bytes is not None:
         needed = estimate_memory(model, T, names, layers, positions, batch=B)
@@ -271,24 +315,23 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
                               f"{max_bytes / 2**20:.0f} MiB). Keep less: names=['*hook_resid_post'], layers=[...], "
                               "positions=[-1], or raise max_bytes.")
     store = {}
+    head = {"hook_final_norm", "hook_logits"}  # after logits_to_keep: they see the kept positions only
 
     def saver(name):
         dim = hook_point(model, name).position_dim
 
         def save(tensor):
             kept = tensor.detach()
-            if keep is not None and kept.shape[dim] == T:  # (with last_only the head's hooks hold position T-1 only)
+            if keep is not None and name not in head:
                 kept = kept.index_select(dim, torch.tensor(keep, device=kept.device))
             store[name] = kept if store_device is None else kept.to(store_device)
         return save
 
     if any(n.endswith("hook_pattern") for n in chosen):
         attn_impl = "eager"
-    last_only = keep == [T - 1]
     with hooks(model, {name: saver(name) for name in chosen}, attn_impl):
-        logits = model(ids, attention_mask=attention_mask, logits_to_keep=int(last_only))  # (B, T or 1, vocab)
-    if keep is not None and not last_only:
-        logits = logits[:, keep]                                                 # (B, P, vocab)
+        # the LM head runs only at the kept positions: (B, P, vocab), or (B, T, vocab) when keep is None
+        logits = model(ids, attention_mask=attention_mask, logits_to_keep=0 if keep is None else keep)
     tokens = None
     if tokenizer is not None:
         rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]

@@ -47,19 +47,20 @@ def html_table(corner: str, columns: list[str], rows: list[tuple[str, list[str]]
 
     shades: one number in 0..1 per cell (same layout as the cells), drawn as a blue background.
     """
-    cell_style = "padding:2px 6px;text-align:right;font-family:monospace;white-space:pre"
-    parts = ['<table class="llmlab-result" style="border-collapse:collapse;font-size:0.85em">']
+    cells_css = "padding:2px 6px;text-align:right;font-family:monospace;white-space:pre"   # one rule for every cell
+    parts = [f"<style>table.llmlab-result td, table.llmlab-result th {{{cells_css}}}</style>",
+             '<table class="llmlab-result" style="border-collapse:collapse;font-size:0.85em">']
     if caption:
         parts.append(f'<caption style="text-align:left;caption-side:top">{html.escape(caption)}</caption>')
-    parts.append("<thead><tr>" + "".join(f'<th style="{cell_style}">{html.escape(c)}</th>'
-                                         for c in [corner, *columns]) + "</tr></thead><tbody>")
+    parts.append("<thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in [corner, *columns]) + "</tr></thead>")
+    parts.append("<tbody>")
     for r, (label, cells) in enumerate(rows):
         tds = []
         for c, cell in enumerate(cells):
             shade = 0.0 if shades is None else min(max(float(shades[r][c]), 0.0), 1.0)
-            background = f";background:rgba(33,102,172,{0.6 * shade:.2f})" if shade > 0 else ""
-            tds.append(f'<td style="{cell_style}{background}">{html.escape(cell)}</td>')
-        parts.append(f'<tr><th style="{cell_style}">{html.escape(label)}</th>{"".join(tds)}</tr>')
+            style = f' style="background:rgba(33,102,172,{0.6 * shade:.2f})"' if shade > 0 else ""
+            tds.append(f"<td{style}>{html.escape(cell)}</td>")
+        parts.append(f"<tr><th>{html.escape(label)}</th>{''.join(tds)}</tr>")
     parts.append("</tbody></table>")
     return "".join(parts)
 
