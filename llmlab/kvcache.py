@@ -23,6 +23,10 @@ forward pass see the same starting position.
 >>> k, v = cache.update(0, torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))     # one new token
 >>> k.shape, cache.seq_len
 (torch.Size([1, 2, 4, 4]), 4)
+>>> twin = cache.copy()                                                       # its own tensors
+>>> _ = twin.update(0, torch.ones(1, 2, 1, 4), torch.ones(1, 2, 1, 4))
+>>> twin.seq_len, cache.seq_len
+(5, 4)
 """
 from __future__ import annotations
 
