@@ -1004,7 +1004,9 @@ def test_the_instructor_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     for name in ("canvas.csv", "moodle.csv", "feedback/alice.html", "feedback/alice.ipynb"):
         assert (report / name).exists(), name
     page = (report / "feedback" / "carol.html").read_text(encoding="utf-8")
-    assert "0.8 of 3 points" in page and "overflowed" in page and "alice" not in page.lower()
+    assert "0.8 of 3 points" in page and "wrong dimension" in page and "alice" not in page.lower()
+    assert not (report / "feedback" / "erin.html").exists()          # she handed in nothing: no page
+    assert "no page for the 1 on the roster who handed in nothing" in printed
     assert str(tmp_path) not in page
     executed = nbformat.read(report / "feedback" / "alice.ipynb", as_version=4)
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")

@@ -5,9 +5,9 @@
     DIR/submissions/<student>/...       what four students handed in, a folder each
     DIR/roster.csv                      the class: five students, one of whom handed nothing in
 
-alice handed in the solved lesson, bob the untouched student copy, carol a softmax that forgets to
-subtract the maximum (right on 4 of its 5 hidden cases: partial credit), dan a notebook whose
-causal mask raises. erin, on the roster, handed nothing in.
+alice handed in the solved lesson, bob the untouched student copy, carol a softmax that always
+normalises over the last dimension, whatever `dim` says (right on 4 of its 5 hidden cases: partial
+credit), dan a notebook whose causal mask raises. erin, on the roster, handed nothing in.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ ROSTER = ("student,name,email,sis_login_id\n"
           "dan,Dan Dietz,dan@example.org,ddietz\n"
           "erin,Erin Evans,erin@example.org,eevans\n")
 ANSWERS = {
-    "carol": {"softmax": "def softmax(x, dim=-1):\n    e = x.exp()\n    return e / e.sum(dim, keepdim=True)"},
+    "carol": {"softmax": "def softmax(x, dim=-1):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+                         "    return e / e.sum(-1, keepdim=True)"},
     "dan": {"softmax": "def softmax(x, dim=-1):\n    return x.softmax(dim)",
             "causal_mask": "def causal_mask(T):\n    raise RuntimeError('not finished')"},
 }

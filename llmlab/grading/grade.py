@@ -304,9 +304,9 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
         for name, digest in digests.items():
             print(f"wrote {out_dir / name}  sha256 {digest}")
         print(f"wrote {out_dir / 'feedback'}/: a page (.html, safe to send) and the executed notebook (.ipynb) "
-              f"for each of the {len(subs)} students who handed in a notebook"
-              + (f"; the {len(absent)} who handed in nothing have a 'missing' row in the gradebook and no page"
-                 if absent else ""))
+              f"for each student who handed in a notebook ({len(subs)})"
+              + (f"; no page for the {len(absent)} on the roster who handed in nothing (a 'missing' row in the "
+                 "gradebook)" if absent else ""))
     return rows
 
 
