@@ -26,14 +26,17 @@ ARROWS = ["contains", "read once", "written", "later loads:\na few seconds"]
 
 def main() -> None:
     plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
-    fig, ax = plt.subplots(figsize=(11.5, 2.3))
-    width, gap, height = 1.9, 0.75, 1.2
+    fig, ax = plt.subplots(figsize=(12.5, 2.4))
+    width, gap, height = 2.3, 0.7, 1.2
+    boxes, labels = [], []
     for i, (name, sub, colour) in enumerate(STAGES):
         x = i * (width + gap)
-        ax.add_patch(FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.03,rounding_size=0.12",
-                                    facecolor=colour, edgecolor="#555555", linewidth=1.2))
-        ax.text(x + width / 2, height * 0.74, name, ha="center", va="center", fontsize=10.5, fontweight="bold")
-        ax.text(x + width / 2, height * 0.32, sub, ha="center", va="center", fontsize=9.5, color="#333333")
+        boxes.append(ax.add_patch(FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.03,rounding_size=0.12",
+                                                 facecolor=colour, edgecolor="#555555", linewidth=1.2)))
+        labels.append([ax.text(x + width / 2, height * 0.74, name, ha="center", va="center", fontsize=10,
+                               fontweight="bold"),
+                       ax.text(x + width / 2, height * 0.32, sub, ha="center", va="center", fontsize=9,
+                               color="#333333")])
         if i < len(ARROWS):
             x0, x1 = x + width + 0.04, x + width + gap - 0.04
             ax.annotate("", xy=(x1, height / 2), xytext=(x0, height / 2),
@@ -46,7 +49,20 @@ def main() -> None:
     ax.set_xlim(-0.1, total + 0.1)
     ax.set_ylim(-0.6, height + 0.75)
     ax.axis("off")
+    check_text_fits(fig, boxes, labels)
     save_svg(fig, OUT, bbox_inches="tight")
+
+
+def check_text_fits(fig, boxes, labels, margin_px: float = 4.0) -> None:
+    """Refuse to write a figure whose text runs over the edge of its box."""
+    renderer = fig.canvas.get_renderer()
+    for box, texts in zip(boxes, labels):
+        frame = box.get_window_extent(renderer)
+        for text in texts:
+            extent = text.get_window_extent(renderer)
+            if extent.x0 < frame.x0 + margin_px or extent.x1 > frame.x1 - margin_px:
+                raise SystemExit(f"ch00_setup: the text {text.get_text()!r} is wider than its box; "
+                                 "widen the boxes or shorten the text")
 
 
 if __name__ == "__main__":

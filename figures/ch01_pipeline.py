@@ -26,27 +26,57 @@ STAGES = [
 SHAPES = ["str", "(1, T)\nints", "(1, T, d)", "(1, T, d)", "(1, T, d)", "(1, T, V)\nlogits"]
 
 
+ROW = 4            # boxes in the first row; the rest return right to left below, so each box stays large
+
+
 def main() -> None:
     plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
-    fig, ax = plt.subplots(figsize=(13, 2.3))
-    width, gap, height = 1.9, 0.55, 1.2
-    for i, (name, sub, colour) in enumerate(STAGES):
-        x = i * (width + gap)
-        ax.add_patch(FancyBboxPatch((x, 0), width, height, boxstyle="round,pad=0.03,rounding_size=0.12",
-                                    facecolor=colour, edgecolor="#555555", linewidth=1.2))
-        ax.text(x + width / 2, height * 0.72, name, ha="center", va="center", fontsize=10.5, fontweight="bold")
-        ax.text(x + width / 2, height * 0.32, sub, ha="center", va="center", fontsize=9.5, color="#333333")
-        if i < len(SHAPES):
-            x0, x1 = x + width + 0.04, x + width + gap - 0.04
-            ax.annotate("", xy=(x1, height / 2), xytext=(x0, height / 2),
-                        arrowprops=dict(arrowstyle="->", color="#333333", lw=1.4))
-            ax.text((x0 + x1) / 2, height + 0.1, SHAPES[i], ha="center", va="bottom", fontsize=10,
+    fig, ax = plt.subplots(figsize=(9.6, 4.4))
+    width, gap, height, drop = 2.0, 0.62, 1.25, 2.15
+    places = [(i * (width + gap), drop) for i in range(ROW)]
+    places += [((ROW - 1 - k) * (width + gap), 0.0) for k in range(len(STAGES) - ROW)]
+    boxes, labels = [], []
+    for (x, y), (name, sub, colour) in zip(places, STAGES):
+        boxes.append(ax.add_patch(FancyBboxPatch((x, y), width, height, boxstyle="round,pad=0.03,rounding_size=0.12",
+                                                 facecolor=colour, edgecolor="#555555", linewidth=1.2)))
+        labels.append([ax.text(x + width / 2, y + height * 0.72, name, ha="center", va="center", fontsize=12.5,
+                               fontweight="bold"),
+                       ax.text(x + width / 2, y + height * 0.32, sub, ha="center", va="center", fontsize=11,
+                               color="#333333")])
+    for i, shape in enumerate(SHAPES):
+        (xa, ya), (xb, yb) = places[i], places[i + 1]
+        if ya == yb:                       # along a row: right in the first, left in the second
+            right = xb > xa
+            x0 = xa + width + 0.04 if right else xa - 0.04
+            x1 = xb - 0.04 if right else xb + width + 0.04
+            y_mid = ya + height / 2
+            ax.annotate("", xy=(x1, y_mid), xytext=(x0, y_mid),
+                        arrowprops=dict(arrowstyle="->", color="#333333", lw=1.6))
+            ax.text((x0 + x1) / 2, ya + height + 0.08, shape, ha="center", va="bottom", fontsize=11.5,
                     family="monospace", color="#1f4e99")
-    total = len(STAGES) * (width + gap) - gap
+        else:                              # down from the end of the first row
+            x_mid = xa + width / 2
+            ax.annotate("", xy=(x_mid, yb + height + 0.04), xytext=(x_mid, ya - 0.04),
+                        arrowprops=dict(arrowstyle="->", color="#333333", lw=1.6))
+            ax.text(x_mid + 0.12, (ya + yb + height) / 2, shape, ha="left", va="center", fontsize=11.5,
+                    family="monospace", color="#1f4e99")
+    total = ROW * (width + gap) - gap
     ax.set_xlim(-0.1, total + 0.1)
-    ax.set_ylim(-0.1, height + 0.65)
+    ax.set_ylim(-0.15, drop + height + 0.75)
     ax.axis("off")
+    check_text_fits(fig, boxes, labels)
     save_svg(fig, OUT, bbox_inches="tight")
+
+
+def check_text_fits(fig, boxes, labels, margin_px: float = 4.0) -> None:
+    """Refuse to write a figure whose text runs over the edge of its box."""
+    renderer = fig.canvas.get_renderer()
+    for box, texts in zip(boxes, labels):
+        frame = box.get_window_extent(renderer)
+        for text in texts:
+            extent = text.get_window_extent(renderer)
+            if extent.x0 < frame.x0 + margin_px or extent.x1 > frame.x1 - margin_px:
+                raise SystemExit(f"ch01_pipeline: the text {text.get_text()!r} is wider than its box")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ headless Chromium) and leaves the built page in OUT/<chapter>/_build/html. The n
 chapters/ is not modified. Used while writing a chapter; the real build is `make book`.
 """
 import argparse
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +22,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 def json_markdown(text: str) -> str:
     """The markdown cells of a notebook's JSON text, joined."""
-    import json
     return "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
 
 
@@ -47,10 +48,19 @@ def main() -> int:
         if other.suffix not in (".ipynb", ".md") or other.stem == notebook.stem:
             continue
         text = other.read_text(encoding="utf-8")
-        title = next((line for line in (json_markdown(text) if other.suffix == ".ipynb" else text).splitlines()
-                      if line.startswith("# ")), f"# {other.stem}")
-        (book / "chapters" / f"{other.stem}.md").write_text(f"{title}\n\n(stub for the preview)\n")
         stubs.append(other.stem)
+        if other.suffix == ".md" and "{include}" not in text:   # an appendix page: copied as it is
+            shutil.copy(other, book / "chapters" / other.name)
+            continue
+        markdown = json_markdown(text) if other.suffix == ".ipynb" else text
+        title = next((line for line in markdown.splitlines() if line.startswith("# ")), f"# {other.stem}")
+        # its labels too, so that {ref} links into it resolve
+        labels = "".join(f"({label})=\n## {label}\n\n" for label in re.findall(r"^\(([\w-]+)\)=$", markdown, re.M))
+        stub = {"cells": [{"cell_type": "markdown", "id": "stub", "metadata": {},
+                           "source": f"{title}\n\n(stub for the preview)\n\n{labels}"}],
+                "metadata": {"mystnb": {"execution_mode": "off"}}, "nbformat": 4, "nbformat_minor": 5}   # not run
+        body = stub["cells"][0]["source"]
+        (book / "chapters" / other.name).write_text(json.dumps(stub) if other.suffix == ".ipynb" else body)
     (book / "_toc.yml").write_text(f"format: jb-book\nroot: intro\nchapters:\n  - file: chapters/{notebook.stem}\n"
                                    + "".join(f"  - file: chapters/{stem}\n" for stem in stubs))
     start = time.perf_counter()

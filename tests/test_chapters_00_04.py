@@ -79,9 +79,39 @@ def test_every_exercise_check_says_why_it_passes_in_the_book(path):
     assert checks > 0 or path.stem == "00_setup", f"{path.name}: no exercise check found"
 
 
-def test_chapter_1_defines_the_interval_label_other_chapters_link_to():
-    text = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "01_a_model_is_a_function.ipynb"))
+def test_chapter_1_lab_defines_the_interval_label_other_chapters_link_to():
+    text = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "01_a_model_is_a_function_lab.ipynb"))
     assert "(sec-intervals)=" in text
+    lesson = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "01_a_model_is_a_function.ipynb")
+                     if c["cell_type"] == "markdown")
+    assert "interval" not in lesson and "bootstrap" not in lesson      # the lesson leaves intervals to the lab
+    assert "too narrow" in text                                        # ... which says what ten prompts cannot
+
+
+def test_lessons_0_to_2_stay_short_and_point_to_their_labs():
+    """A lesson is the newcomer's path (about 2,500 words of prose at most) and ends by pointing to its lab."""
+    for stem in ["00_setup", "01_a_model_is_a_function", "02_tokens_and_bpe"]:
+        markdown = [re.sub(r"!\[[^\]]*\]\([^)]*\)", "", "".join(c["source"]))
+                    for c in cells(ROOT / "chapters" / f"{stem}.ipynb") if c["cell_type"] == "markdown"]
+        words = sum(len(m.split()) for m in markdown)
+        assert words <= 2700, f"{stem}: {words} words of prose"
+        assert f"<{stem}_lab>`" in markdown[-1], f"{stem}: the summary should end by linking its lab"
+
+
+def test_chapter_0_makes_the_random_model_its_first_surprise():
+    lesson = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "00_setup.ipynb"))
+    assert "is an accident" not in lesson                 # the old, false explanation
+    assert "A first surprise" in lesson and "ch00_random_hits" in lesson
+    for chapter in ["chapter 1", "chapter 7", "chapter 9"]:   # points forward to where it is explained
+        assert chapter in lesson, chapter
+    lab = "".join("".join(c["source"]) for c in cells(ROOT / "chapters" / "00_setup_lab.ipynb"))
+    assert "tie_embeddings=False" in lab                  # the control
+
+
+def test_chapter_2_lab_checks_both_tokenizers_against_a_reference():
+    lab = [c for c in cells(ROOT / "chapters" / "02_tokens_and_bpe_lab.ipynb") if c["cell_type"] == "code"]
+    shown = "".join("".join(c["source"]) for c in lab if not {"remove-cell", "hide-input"} & set(tags(c)))
+    assert "hf_tok.encode(" in shown and "reference.encode(" in shown and "gtok.encode(" in shown
 
 
 @pytest.mark.slow                               # parses both GGUF files (~15 s each on an idle CPU)
