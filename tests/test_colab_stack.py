@@ -52,9 +52,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_ROOT = Path(os.environ.get("LLMLAB_COLAB_NOTEBOOKS") or ROOT)
-# The chapters that compare with transformers (chapter 10b does so only with the hub, which is not
-# reachable here); chapter 8 also has a live explorer (ipywidgets); and one practise copy.
-REPRESENTATIVE = ["chapters/02_tokens_and_bpe.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb"]
+# The chapters that compare with transformers (chapter 2's lab, also with sentencepiece; chapter 10b does so
+# only with the hub, which is not reachable here); chapter 8 also has a live explorer (ipywidgets); and one
+# practise copy.
+REPRESENTATIVE = ["chapters/02_tokens_and_bpe_lab.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb"]
 EVERY = sorted(f"{folder}/{path.name}" for folder in ("chapters", "practise")
                for path in (NOTEBOOK_ROOT / folder).glob("*.ipynb"))
 NOTEBOOKS = EVERY if os.environ.get("LLMLAB_COLAB_ALL") == "1" else REPRESENTATIVE
