@@ -14,7 +14,7 @@ STAMP := $(VENV)/.llmlab-installed
 OMP_WAIT_POLICY ?= PASSIVE
 export OMP_WAIT_POLICY
 
-.PHONY: book test env models fonts figures glossary live browser benchmarks clean
+.PHONY: book test env models fonts figures glossary live browser benchmarks gpu clean
 
 book: env models fonts figures glossary live
 	LLMLAB_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build --all -W --keep-going .
@@ -75,6 +75,12 @@ benchmarks: env models live browser
 	$(PY) benchmarks/tokenizer_benchmark.py
 	$(PY) benchmarks/capture_benchmark.py
 	$(PY) benchmarks/live_benchmark.py
+
+# The GPU rehearsal (README.md, "Running the book on a GPU"): on a machine with CUDA, pytest -m gpu, every
+# chapter and practise copy executed on cuda:0 and compared with the CPU build of `make book` (if there is
+# one), and the decode benchmark against transformers on the same card. Without CUDA it stops with exit 2.
+gpu: env models
+	$(PY) scripts/gpu_rehearsal.py $(GPU_ARGS)
 
 # The release files (README.md, "Releasing llmlab"): sdist and wheel in dist/, checked by twine.
 dist: env
