@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/decode_benchmark.py            # CPU (and CUDA when present)
     .venv/bin/python benchmarks/decode_benchmark.py --profile  # + where llmlab's decode time goes
+    .venv/bin/python benchmarks/decode_benchmark.py --cuda     # the GPU comparison alone (see cuda_mode)
 
 Greedy decoding, a ~20-token prompt, 100 new tokens, EOS ignored so both make exactly 100.
 Printed per device: tokens/s for both, their ratio, prefill tokens/s, and llmlab's share of the
@@ -317,13 +318,147 @@ def dtype_table(reference_fp32, ids, device, repeats: int):
     return (*fastest, bound)               # tokens/s, dtype and model of the fastest >= 97%, its bound
 
 
+# --------------------------------------------------------------------------- --cuda: the GPU comparison
+
+BATCHES = (1, 16)
+
+
+def copy_bandwidth(device: torch.device, megabytes: int = 1024) -> float:
+    """Bytes/s a large device-to-device copy moves (each byte read once and written once)."""
+    source = torch.empty(megabytes * 2**20, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    for _ in range(3):
+        target.copy_(source)
+    seconds = timed(lambda: [target.copy_(source) for _ in range(10)], device, repeats=5) / 10
+    return 2 * source.numel() / seconds
+
+
+def kv_bytes_per_step(config, batch: int, prompt_len: int, new_tokens: int, element_size: int) -> float:
+    """Average bytes of keys and values one decode step reads: every cached position of every layer,
+    for every row (the cache grows from prompt_len to prompt_len + new_tokens - 1 positions).
+
+    >>> from llmlab import ModelConfig
+    >>> c = ModelConfig.preset("smollm2-135m")        # 30 layers, 3 KV heads of 64
+    >>> kv_bytes_per_step(c, 1, 20, 101, 2) / 1e6     # 2 x 30 x 3 x 64 x 2 bytes x 70 positions on average
+    1.6128
+    """
+    n_kv = config.n_kv_heads or config.n_heads
+    head_dim = config.head_dim or config.d_model // config.n_heads
+    per_position = 2 * config.n_layers * n_kv * head_dim * element_size              # keys and values
+    if config.sliding_window and config.layer_types:   # a sliding layer reads at most its window
+        full = sum(t == "full" for t in config.layer_types) / config.n_layers
+    else:
+        full = 1.0
+    mean_len = prompt_len + (new_tokens - 1) / 2
+    window = min(mean_len, config.sliding_window or mean_len)
+    return batch * per_position * (full * mean_len + (1 - full) * window)
+
+
+def cuda_mode(repeats: int, device: torch.device | None = None, new_tokens: int = NEW_TOKENS,
+              try_compile: bool = True) -> list[dict]:
+    """llmlab's fastest faithful decoding against transformers' fastest, bf16 on one card, at batch 1 and 16.
+
+    llmlab: `generate` (static KV cache), the same with the model under torch.compile, and prompt-lookup
+    decoding (batch 1); faithful = the same greedy tokens as plain `generate`. transformers: `generate`
+    eager (its default cache), and with a static cache compiled by torch.compile (its fast path).
+    The bound: a decode step reads every weight once and every cached key and value of every row, so
+    tokens/s <= batch x bandwidth / (weight bytes + KV bytes per step), the bandwidth being that of a
+    large device-to-device copy. Times include the prefill of the ~20-token prompt.
+    """
+    import transformers
+
+    device = device or torch.device("cuda")
+    dtype = torch.bfloat16
+    model, tokenizer = llmlab.load("smollm2-135m", device=device, dtype="bf16")
+    path = offline_gguf_path(OFFLINE_MODELS["smollm2-135m"])
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32).eval().to(device=device, dtype=dtype)
+    prompt = torch.tensor([tokenizer.encode(PROMPT)], device=device)
+    T = prompt.shape[1]
+    bandwidth = copy_bandwidth(device)
+    weights = weight_bytes_per_token(model)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    print(f"\n== {name}: bf16, prompt {T} tokens, {new_tokens} new tokens, greedy, batch {' and '.join(map(str, BATCHES))} "
+          f"(median of {repeats}); torch {torch.__version__}, transformers {transformers.__version__} ==")
+    print(f"  bandwidth {bandwidth / 1e9:.0f} GB/s (a {1024} MiB device-to-device copy, read + write); "
+          f"weights {weights / 1e6:.0f} MB read per step")
+
+    def their_generate(model_, cache: str | None, compiled: bool):
+        config = transformers.GenerationConfig(do_sample=False, max_new_tokens=new_tokens, eos_token_id=None,
+                                               pad_token_id=0, cache_implementation=cache,
+                                               compile_config=transformers.CompileConfig() if compiled else None,
+                                               disable_compile=not compiled)
+
+        @torch.inference_mode()
+        def run(ids):
+            return model_.generate(ids, generation_config=config, attention_mask=torch.ones_like(ids))
+        return run
+
+    compiled_model = None
+    if try_compile:
+        compiled_model = copy.deepcopy(model)
+        compiled_model.forward = torch.compile(compiled_model.forward, dynamic=True)
+    paths = [("llmlab", "generate (static KV cache)", lambda ids: generate(model, ids, new_tokens), BATCHES),
+             ("llmlab", "generate, torch.compile", lambda ids: generate(compiled_model, ids, new_tokens),
+              BATCHES if try_compile else ()),
+             ("llmlab", "prompt lookup (exact greedy)", lambda ids: generate_lookup(model, ids, new_tokens), (1,)),
+             ("transformers", "generate, eager", their_generate(reference, None, False), BATCHES),
+             ("transformers", "static cache, torch.compile", their_generate(reference, "static", True),
+              BATCHES if try_compile else ())]
+    rows = []
+    for batch in BATCHES:
+        ids = prompt.expand(batch, T).contiguous()                      # (B, T): the prompt in every row
+        plain = generate(model, ids, new_tokens).cpu()
+        kv = kv_bytes_per_step(model.config, batch, T, new_tokens, torch.tensor([], dtype=dtype).element_size())
+        bound = batch * bandwidth / (weights + kv)
+        for library, path_name, run, batches in paths:
+            if batch not in batches:
+                continue
+            row = {"library": library, "path": path_name, "batch": batch, "bound": bound}
+            try:
+                out = run(ids)                                          # warm-up: compiles, allocates
+                out = run(ids).cpu()
+                row["same"] = float((out[:, T:] == plain[:, T:]).float().mean())
+                row["tps"] = batch * new_tokens / timed(lambda: run(ids), device, repeats)
+            except Exception as error:                                  # "where it works": say why not
+                row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
+            rows.append(row)
+
+    print(f"  {'library':13}{'path':32}{'batch':>6}{'tokens/s':>10}{'bound':>9}{'of bound':>9}"
+          f"  same tokens as llmlab generate")
+    for r in rows:
+        if "error" in r:
+            print(f"  {r['library']:13}{r['path']:32}{r['batch']:6}   did not run: {r['error']}")
+        else:
+            print(f"  {r['library']:13}{r['path']:32}{r['batch']:6}{r['tps']:10.1f}{r['bound']:9.0f}"
+                  f"{r['tps'] / r['bound']:9.1%}  {r['same']:.1%}")
+    for batch in BATCHES:
+        ours = [r for r in rows if r["library"] == "llmlab" and r["batch"] == batch and r.get("same") == 1.0]
+        theirs = [r for r in rows if r["library"] == "transformers" and r["batch"] == batch and "tps" in r]
+        if ours and theirs:
+            best, rival = max(ours, key=lambda r: r["tps"]), max(theirs, key=lambda r: r["tps"])
+            print(f"  batch {batch}: llmlab's fastest faithful path ({best['path']}) {best['tps']:.1f} tokens/s = "
+                  f"{best['tps'] / rival['tps']:.2f}x transformers' fastest ({rival['path']}, {rival['tps']:.1f}); "
+                  f"{best['tps'] / best['bound']:.0%} of the bandwidth bound")
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="also profile llmlab's decode loop")
     parser.add_argument("--cpu-only", action="store_true")
     parser.add_argument("--no-profile", action="store_true", help="skip the profile of the fastest configuration")
+    parser.add_argument("--cuda", action="store_true", help="only the GPU comparison: llmlab's fastest faithful "
+                        "path vs transformers' fastest, bf16, batch 1 and 16, share of the bandwidth bound")
     args = parser.parse_args()
+    if args.cuda:
+        if not torch.cuda.is_available():
+            sys.exit(f"--cuda needs a CUDA GPU, and torch {torch.__version__} sees none "
+                     f"({'a build without CUDA' if torch.version.cuda is None else 'check nvidia-smi'}). "
+                     f"Run without --cuda for the CPU benchmark.")
+        cuda_mode(args.repeats)
+        return
 
     import transformers
 
