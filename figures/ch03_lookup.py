@@ -34,16 +34,18 @@ def main() -> None:
         ax.text(x0 - 0.1, 3.5 - (r + 0.5) * CELL * 0.8, f"row {r}", ha="right", va="center", fontsize=8,
                 color="#1f6e2a" if r == CHOSEN else "#777777")
     ax.text(x0 + D * CELL / 2, 3.65, "table E: shape (V, d)", ha="center", fontsize=10)
-    ax.text(x0 + D * CELL + 0.35, 2.0 + CELL / 2, "=", ha="center", va="center", fontsize=16)
+    ax.text(x0 + D * CELL + 0.55, 2.0 + CELL / 2, "=", ha="center", va="center", fontsize=16)
     # the result: row i
-    x1 = x0 + D * CELL + 0.8
+    x1 = x0 + D * CELL + 0.8 + 0.4
     for c in range(D):
         ax.add_patch(Rectangle((x1 + c * CELL, 2.0), CELL, CELL, facecolor=SELECTED, edgecolor="#555555"))
     ax.text(x1 + D * CELL / 2, 2.75, f"row {CHOSEN} of E: shape (1, d)", ha="center", fontsize=10)
-    ax.text(x1 + D * CELL / 2, 1.55, "a lookup E[i] gives the same numbers\nwithout the V·d multiplications",
+    # the note sits below the table's last row (y = 3.5 - V * 0.8 * CELL), clear of every box
+    bottom = 3.5 - V * CELL * 0.8
+    ax.text(x1 + D * CELL / 2, 1.75, "a lookup E[i] gives the same numbers\nwithout the V·d multiplications",
             ha="center", va="top", fontsize=9, color="#333333")
-    ax.set_xlim(-0.3, x1 + D * CELL + 0.3)
-    ax.set_ylim(0.4, 3.9)
+    ax.set_xlim(-0.3, x1 + D * CELL + 0.6)
+    ax.set_ylim(bottom - 0.15, 3.9)
     ax.set_aspect("equal")
     ax.axis("off")
     save_svg(fig, OUT, bbox_inches="tight")
