@@ -151,4 +151,5 @@ def setup(app):
     app.connect("html-page-context", drop_thebe_scripts)
     app.connect("doctree-read", link_glossary_terms)
     app.add_css_file("llmlab-book.css")
+    app.add_js_file("llmlab-figures.js")      # a tap opens a figure full size; a default colour mode
     return {"parallel_read_safe": True, "parallel_write_safe": True}

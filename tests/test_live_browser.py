@@ -110,14 +110,133 @@ def test_live_model_gives_llmlab_numbers(smol, page, prompt):
 @pytest.mark.parametrize("call, message", [
     ("llmlabLive.run('')", "The prompt is empty"),
     ("llmlabLive.run(42)", "takes a string; got number"),
-    ("llmlabLive.run('word '.repeat(200))", "the live model takes at most 128"),
+    ("llmlabLive.run('word '.repeat(300))", r"The prompt is 301 tokens long; llmlabLive.run \(what the views call\) reads at most 256"),
     ("llmlabLive.run('Hi').then(r => r.attention(30, 0))", "layer must be an integer from 0 to 29"),
     ("llmlabLive.run('Hi').then(r => r.attention(0, 9))", "head must be an integer from 0 to 8"),
     ("llmlabLive.run('Hi').then(r => r.attention(-1, 0))", "got -1"),
+    ("llmlabLive.run('Hi', {ablate: [[30, 0]]})", r"no head \[30, 0\]; SmolLM2-135M has blocks 0 to 29 and heads 0 to 8"),
+    ("llmlabLive.run('Hi', {ablate: [[2, 9]]})", r"no head \[2, 9\]"),
+    ("llmlabLive.run('Hi', {ablate: [5, 6]})", "list of \\[layer, head\\] pairs"),
+    ("llmlabLive.run('Hi', {steer: {layer: 3, vector: [1, 2, 3], scale: 2}})", "has 3 numbers; the residual stream .* has 576"),
+    ("llmlabLive.run('Hi', {steer: {layer: 3, vector: new Array(576).fill(0), scale: NaN}})", r"steer.scale must be a finite number .*; got NaN"),
+    ("llmlabLive.run('Hi', {steer: {layer: 3, vector: new Array(576).fill(0), scale: Infinity}})", "got Infinity"),
+    ("llmlabLive.run('Hi', {steer: {layer: 40, vector: new Array(576).fill(0)}})", "steer.layer .* from 0 to 29.*got 40"),
+    ("llmlabLive.run('Hi', {resid: 30})", "resid .* from 0 to 29"),
+    ("llmlabLive.run('Hi', {lensPositions: [5]})", "no position 5; the prompt has 1 tokens"),
+    ("llmlabLive.run('Hi', {colour: 1})", "no option \"colour\""),
+    ("llmlabLive.generate('')", "The prompt is empty"),
+    ("llmlabLive.generate('Hi', {maxNewTokens: 0})", "maxNewTokens must be a whole number .* got 0"),
+    ("llmlabLive.generate('Hi', {maxNewTokens: 5000})", "holds 1024 tokens in all"),
+    ("llmlabLive.generate('word '.repeat(1000), {maxNewTokens: 100})", "The prompt is 1001 tokens long; with maxNewTokens = 100, generate takes at most 924"),
+    ("llmlabLive.generate('Hi', {temperature: -1})", "temperature must be a finite number from 0 to 100; got -1"),
+    ("llmlabLive.generate('Hi', {topP: 0})", "topP must be above 0"),
+    ("llmlabLive.generate('Hi', {topK: 2.5})", "topK must be a whole number"),
+    ("llmlabLive.generate('Hi', {signal: 3})", "signal must be an AbortSignal"),
 ])
 def test_live_model_rejects_bad_input(page, call, message):
     with pytest.raises(PageError, match=message):
         page.evaluate(call, timeout=300)
+
+
+GENERATE = """llmlabLive.generate(%s, %s).then(g => ({ids: g.ids, text: g.text, stopped: g.stopped, steps: g.steps.length,
+                                                 timings: g.timings, promptIds: g.promptIds}))"""
+
+
+@pytest.mark.parametrize("prompt", ["The capital of France is", "def fibonacci(n):"])
+def test_greedy_generation_writes_llmlab_generate_tokens(smol, page, prompt):
+    model, tokenizer = smol
+    ids = tokenizer.encode(prompt)
+    out = page.evaluate(GENERATE % (json.dumps(prompt), "{maxNewTokens: 12}"), timeout=300)
+    want = llmlab.generate(model, torch.tensor([ids]), max_new_tokens=12, eos_token_id=0)[0, len(ids):].tolist()
+    assert out["promptIds"] == ids
+    assert out["ids"] == want
+    assert out["text"] == tokenizer.decode([i for i in want if i != 0])
+    assert out["steps"] == len(want) - 1                  # one cached decode step per token after the first
+    assert out["timings"]["prefill_ms"] > 0 and out["timings"]["ms_per_token"] > 0
+
+
+def test_greedy_without_the_cache_writes_the_same_tokens(page):
+    with_cache = page.evaluate(GENERATE % ('"The capital of France is"', "{maxNewTokens: 6}"), timeout=300)
+    without = page.evaluate(GENERATE % ('"The capital of France is"', "{maxNewTokens: 6, cache: false}"), timeout=300)
+    assert with_cache["ids"] == without["ids"]
+
+
+def test_sampling_keeps_only_tokens_the_filters_allow(smol, page):
+    from llmlab.sampling import min_p_filter, top_k_filter, top_p_filter
+
+    model, tokenizer = smol
+    prompt, options = "Once upon a time", "{maxNewTokens: 10, temperature: 0.9, topK: 20, topP: 0.8, minP: 0.05, seed: 7}"
+    out = page.evaluate(GENERATE % (json.dumps(prompt), options), timeout=300)
+    again = page.evaluate(GENERATE % (json.dumps(prompt), options), timeout=300)
+    assert again["ids"] == out["ids"] and again["text"] == out["text"]          # the same seed, the same text
+    ids = tokenizer.encode(prompt)
+    with torch.no_grad():
+        for token in out["ids"]:
+            logits = model(torch.tensor([ids]))[0, -1:].float()
+            allowed = min_p_filter(top_p_filter(top_k_filter(logits / 0.9, 20), 0.8), 0.05)[0]
+            kept = torch.isfinite(allowed)
+            assert kept[token], f"token {token} is outside the {int(kept.sum())} tokens the filters allow"
+            ids.append(token)
+
+
+def test_a_stopped_generation_ends_early(page):
+    out = page.evaluate("""(async () => {
+      const stop = new AbortController(), seen = [];
+      const g = await llmlabLive.generate('Once upon a time', {maxNewTokens: 200, temperature: 1, seed: 1,
+        signal: stop.signal, onToken: t => { seen.push(t.text); if (seen.length === 3) stop.abort(); }});
+      return {stopped: g.stopped, n: g.ids.length, seen: seen.length};
+    })()""", timeout=300)
+    assert out["stopped"] == "aborted"
+    assert 3 <= out["n"] <= 5 and out["n"] == out["seen"]
+
+
+def test_stop_strings_and_chat(page):
+    out = page.evaluate(GENERATE % ('"The capital of France is"', "{maxNewTokens: 12, stop: '.'}"), timeout=300)
+    assert out["stopped"] == "stop" and "." not in out["text"] and out["text"].strip()
+    chat = page.evaluate(GENERATE % ('"What is the capital of France?"', "{maxNewTokens: 40, chat: true}"), timeout=300)
+    assert "Paris" in chat["text"]
+    assert chat["promptIds"][:1] == [1]                    # <|im_start|>system ...
+
+
+def test_knock_outs_and_steering_give_llmlab_numbers(smol, page):
+    from llmlab.hooks import hook_name
+    from llmlab.inspection.capture import hooks
+    from llmlab.inspection.steering import steer
+
+    model, tokenizer = smol
+    prompt = "The Eiffel Tower is in the city of"
+    ids = tokenizer.encode(prompt)
+
+    def zero(head):
+        def fn(z):
+            z = z.clone()
+            z[:, :, head] = 0.0
+            return z
+        return fn
+    with torch.no_grad(), hooks(model, {hook_name(0, "attn.z"): zero(3), hook_name(7, "attn.z"): zero(8)}):
+        want = torch.softmax(model(torch.tensor([ids]))[0, -1], -1)
+    got = page.evaluate(f"llmlabLive.run({json.dumps(prompt)}, {{ablate: [[0, 3], [7, 8]]}}).then(r => r.next)", timeout=300)
+    assert [n["id"] for n in got[:10]] == torch.topk(want, 10).indices.tolist()
+    assert np.abs(np.array([n["p"] for n in got[:10]]) - torch.topk(want, 10).values.numpy()).max() < 1e-4
+
+    # a direction from the page's own difference of means, then the steered run and generation
+    vector = page.evaluate("llmlabLive.steeringVector(['I love it', 'What a joy'], ['I hate it', 'What a pain'], 10)"
+                           ".then(v => (window.v = v, v))", timeout=300)
+    from llmlab.inspection.steering import steering_vector
+    expected = steering_vector(model, tokenizer, ["I love it", "What a joy"], ["I hate it", "What a pain"], 10)
+    assert np.abs(np.array(vector) - expected.numpy()).max() < 1e-2 * expected.abs().max().item()
+    v = torch.tensor(vector, dtype=torch.float32)
+    with torch.no_grad(), steer(model, v, 10, 4.0):
+        want = torch.softmax(model(torch.tensor([tokenizer.encode("Today I feel")]))[0, -1], -1)
+        steered = llmlab.generate(model, torch.tensor([tokenizer.encode("Today I feel")]), max_new_tokens=8, eos_token_id=0)
+    got = page.evaluate("llmlabLive.run('Today I feel', {steer: {layer: 10, vector: window.v, scale: 4}, resid: 10})"
+                        ".then(r => [r.next, r.resid.length])", timeout=300)
+    assert got[1] == 576
+    assert [n["id"] for n in got[0][:10]] == torch.topk(want, 10).indices.tolist()
+    assert np.abs(np.array([n["p"] for n in got[0][:10]]) - torch.topk(want, 10).values.numpy()).max() < 1e-4
+    text = page.evaluate("llmlabLive.generate('Today I feel', {maxNewTokens: 8, steer: {layer: 10, vector: window.v, "
+                         "scale: 4}}).then(g => g.ids)", timeout=300)
+    assert text == steered[0, len(tokenizer.encode("Today I feel")):].tolist()
 
 
 def test_tokenizer_matches_llmlab_on_hard_text(smol, page):
@@ -180,8 +299,9 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
     assert tokens["tokens"] == shown
 
     lens = page.evaluate(RUN_VIEW % ("lens", json.dumps(prompt)), timeout=300)
-    expected = logit_lens(model, tokenizer, prompt, k=1, positions=[-1])
-    assert lens["cells"] == [show_token_ids(tokenizer, [row[0][0]])[0] for row in expected.top_ids.tolist()]
+    last = list(range(max(0, len(ids) - 8), len(ids)))             # the book's grid: the last 8 positions
+    expected = logit_lens(model, tokenizer, prompt, k=1, positions=last)
+    assert lens["cells"] == [show_token_ids(tokenizer, [cell[0]])[0] for row in expected.top_ids.tolist() for cell in row]
 
     sampling = page.evaluate(RUN_VIEW % ("sampling", json.dumps(prompt)), timeout=300)
     with torch.no_grad():
@@ -190,3 +310,81 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
     assert [label for label, _ in sampling["bars"][:15]] == show_token_ids(tokenizer, top.indices)
     assert np.abs(np.array([p for _, p in sampling["bars"][:15]]) - top.values.numpy()).max() <= 0.0005 + 1e-4
     assert sampling["bars"][15][0] == f"all other {model.config.vocab_size - 15:,} tokens"
+
+
+# ---------------------------------------------------------------- the views as a reader sees them (no model)
+
+def open_static(tmp_path, body: str):
+    """A page like the book's with `body`, opened from file:// (the live model is never loaded)."""
+    browser = Chromium()
+    page = browser.open(make_site(tmp_path, body, preload=False).as_uri())
+    return browser, page
+
+
+def test_hiding_the_sink_reads_rows_stored_without_it(tmp_path):
+    from llmlab.visualization import AttentionView
+
+    # the first token takes 99.9%: stored to 1/255, the rest of the row would round to zero
+    w = np.array([[1, 0, 0], [0.999, 0.001, 0], [0.999, 0.0004, 0.0006]], np.float32)[None, None]
+    view = AttentionView(["A", "B", "C"], w, live=False)
+    browser, page = open_static(tmp_path, view.to_html())
+    try:
+        labels = page.evaluate("""(() => { const box = document.querySelector('input[data-name=hide-sink]');
+          box.checked = true; box.dispatchEvent(new Event('change'));
+          return [...document.querySelectorAll('td.llmlab-cell')].map(td => td.getAttribute('aria-label')); })()""")
+    finally:
+        browser.close()
+    values = np.array([float(label.rsplit(": ", 1)[1]) for label in labels]).reshape(3, 3)
+    assert np.abs(values[1] - [0, 1, 0]).max() < 0.005
+    assert np.abs(values[2] - [0, 0.4, 0.6]).max() < 0.005
+
+
+def test_a_tokens_view_opens_with_its_own_text(tmp_path, smol):
+    from llmlab.visualization import TokensView
+
+    _, tokenizer = smol
+    text = "print(len('héllo'))"
+    view = TokensView.from_tokenizers(text, {"SmolLM2-135M": tokenizer})
+    assert view.data["live"]["prompt"] == text
+    browser, page = open_static(tmp_path, view.to_html())
+    try:
+        shown = page.evaluate("document.querySelector('[data-name=live-prompt]').value")
+    finally:
+        browser.close()
+    assert shown == text                    # not ")" (the last token), as a loop variable once made it
+
+
+def test_a_steered_lens_view_runs_steered(tmp_path, smol):
+    """A LensView built with live_steer carries the vector, and its live run asks for it (the page's options)."""
+    from llmlab.visualization import LensView
+
+    model, tokenizer = smol
+    vector = torch.arange(576, dtype=torch.float32) / 576
+    view = LensView.from_model(model, tokenizer, "The sea is", live_steer=(vector, 12, 1.0))
+    steer = view.data["live"]["steer"]
+    assert steer["layer"] == 12 and steer["scale"] == 1.0 and np.allclose(steer["vector"], vector.numpy())
+    browser, page = open_static(tmp_path, view.to_html())
+    try:
+        options = page.evaluate("Promise.resolve(llmlab.liveOptions.lens(window.llmlab._lensData = "
+                                f"{json.dumps(view.data)}, null)).then(o => [o.lensLast, o.steer.layer, o.steer.vector.length])")
+        panel = page.evaluate("!!document.querySelector('[data-writer=steer]')")
+    finally:
+        browser.close()
+    assert options == [8, 12, 576]
+    assert panel                            # the steering panel sits under the view
+    with pytest.raises(ValueError, match="has 576 numbers .* got 3"):
+        LensView.from_model(model, tokenizer, "The sea is", live_steer=([1.0, 2.0, 3.0], 12, 1.0))
+
+
+def test_figures_open_full_size_and_the_theme_mode_is_valid(tmp_path):
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "llmlab-figures.js").write_text((ROOT / "assets" / "llmlab-figures.js").read_text())
+    (tmp_path / "fig.png").write_bytes(b"")
+    page_path = tmp_path / "page.html"
+    page_path.write_text("<!DOCTYPE html><html data-mode=''><head><script src='_static/llmlab-figures.js'></script></head>"
+                         "<body><main><figure><img src='fig.png' alt='a figure'></figure></main></body></html>")
+    with Chromium() as browser:
+        page = browser.open(page_path.as_uri())
+        out = page.evaluate("[document.documentElement.dataset.mode, document.querySelector('figure > a > img') !== null, "
+                            "document.querySelector('figure > a').getAttribute('href')]")
+    assert out[0] == "auto" and out[1] and out[2].endswith("fig.png")

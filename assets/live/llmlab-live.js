@@ -7,12 +7,20 @@
  *   r.attention(5, 6)                            // block 5, head 6: T x T weights, each row sums to 1
  *   r.lens[0], r.lens[30]                        // logit lens at the last position: embedding first,
  *                                                //   then after each block; 5 x {id, token, p} each
+ *   await llmlabLive.run(p, {lensPositions: [-3, -2, -1], lensTarget: " Paris"})   // r.lensGrid
+ *   await llmlabLive.run(p, {ablate: [[5, 6]], steer: {layer: 10, vector, scale: 4}, resid: 10})
+ *   const g = await llmlabLive.generate("Once upon a time", {maxNewTokens: 30, temperature: 0.8,
+ *                 topP: 0.9, seed: 1, onToken: t => console.log(t.text)});   // g.text, g.ids, g.timings
+ *   await llmlabLive.generate("What is the capital of France?", {chat: true})
  *   llmlabLive.token(7042)                       // "␣Paris": any id as the book shows tokens (once ready)
+ *   await llmlabLive.tokenize("国王")            // ids, tokens and characters: needs the tokenizer only
  *
  * Where the files come from: llmlab.live writes them into _static/vendor/live/ as classic script
  * files (they load from file:// as well as from a web server; no fetch, nothing from the network).
  * The model runs in a Web Worker made from a Blob, on one thread (threads need cross-origin
- * isolation, which file:// pages cannot have), so the page never freezes while it computes.
+ * isolation, which file:// pages cannot have), so the page never freezes while it computes. The
+ * worker reads the big files itself where the browser lets it and keeps their bytes in IndexedDB,
+ * so the next page of the book starts without reading them again.
  * Progress: window events "llmlab-live" with detail {status, loaded, total, message}.
  */
 (function () {
@@ -25,7 +33,7 @@
   window.llmlabLiveFiles = window.llmlabLiveFiles || {};
 
   var state = { status: "idle", loaded: 0, total: 0, message: "" };
-  var readyPromise = null, worker = null, info = null, pending = {}, nextRequest = 1;
+  var readyPromise = null, tokenizerPromise = null, worker = null, info = null, pending = {}, nextRequest = 1;
 
   function emit(patch) {
     for (var key in patch) state[key] = patch[key];
@@ -46,54 +54,80 @@
     });
   }
 
-  async function loadFiles() {
+  async function manifest() {
     if (!window.llmlabLiveManifest) await loadScript(new URL("manifest.js", vendorBase).href);
-    var files = window.llmlabLiveManifest.files;
-    var total = files.reduce(function (s, f) { return s + f.script_bytes; }, 0), loaded = 0;
-    emit({ status: "loading", loaded: 0, total: total, message: "loading the model files" });
-    for (var i = 0; i < files.length; i++) {
-      if (!(files[i].key in window.llmlabLiveFiles)) await loadScript(new URL(files[i].script, vendorBase).href);
-      loaded += files[i].script_bytes;
-      emit({ loaded: loaded, message: "loaded " + files[i].script });
-    }
     return window.llmlabLiveManifest;
   }
+  async function ensure(key) {
+    var m = await manifest(), F = window.llmlabLiveFiles;
+    if (!(key in F)) {
+      var file = m.files.filter(function (f) { return f.key === key; })[0];
+      await loadScript(new URL(file.script, vendorBase).href);
+    }
+    return F[key];
+  }
 
-  function call(type, payload, transfer) {
+  // The tokenizer alone (1.3 MB), on the main thread: what the tokens view needs.
+  function tokenizer() {
+    if (!tokenizerPromise) {
+      tokenizerPromise = ensure("tokenizer").then(function (spec) { return makeTokenizer(spec); })
+        .catch(function (error) { tokenizerPromise = null; throw error; });
+    }
+    return tokenizerPromise;
+  }
+
+  function call(type, payload, onEvent) {
     return new Promise(function (resolve, reject) {
       var id = nextRequest++;
-      pending[id] = { resolve: resolve, reject: reject };
-      worker.postMessage(Object.assign({ id: id, type: type }, payload), transfer || []);
+      pending[id] = { resolve: resolve, reject: reject, onEvent: onEvent };
+      worker.postMessage(Object.assign({ id: id, type: type }, payload));
     });
   }
+  function lastRequest() { return nextRequest - 1; }
 
   async function start() {
     var t0 = performance.now();
-    var manifest = await loadFiles();
-    var filesMs = performance.now() - t0;
-    var F = window.llmlabLiveFiles;
-    emit({ status: "starting", message: "starting onnxruntime (WebAssembly, one thread)" });
-    var source = [F["ort.wasm.min.js"], "\n;\n", String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
+    var m = await manifest();
+    var spec = await ensure("tokenizer");
+    var ortSource = await ensure("ort.wasm.min.js"), mjs = await ensure("ort-wasm-simd-threaded.mjs");
+    emit({ status: "starting", message: "starting the model's worker" });
+    var source = [ortSource, "\n;\n", String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
     worker = new Worker(URL.createObjectURL(new Blob(source, { type: "text/javascript" })));
     worker.onmessage = function (event) {
-      var m = event.data, p = pending[m.id];
+      var msg = event.data, p = pending[msg.id];
+      if (msg.type === "progress") { emit({ status: "loading", loaded: msg.loaded, total: msg.total, message: msg.message }); return; }
       if (!p) return;
-      delete pending[m.id];
-      if (m.error) p.reject(new Error(m.error)); else p.resolve(m);
+      if (msg.event) { if (p.onEvent) p.onEvent(msg.event); return; }
+      delete pending[msg.id];
+      if (msg.error) p.reject(new Error(msg.error)); else p.resolve(msg);
     };
     worker.onerror = function (event) {
       emit({ status: "failed", message: String(event.message || event) });
     };
-    var data = manifest.files.filter(function (f) { return /^model\.data\./.test(f.key); })
-      .map(function (f) { return { key: f.key, file: F[f.key] }; });
-    var reply = await call("init", {
-      mjs: F["ort-wasm-simd-threaded.mjs"], wasm: F["ort-wasm-simd-threaded.wasm"],
-      model: F["model.onnx"], data: data, tokenizer: F.tokenizer, maxTokens: manifest.max_tokens,
-      nLayers: manifest.n_layers, nHeads: manifest.n_heads
-    });
-    manifest.files.forEach(function (f) { delete F[f.key]; });   // the worker has its own copies now
-    info = { nLayers: reply.nLayers, nHeads: reply.nHeads, maxTokens: manifest.max_tokens, vocab: reply.vocab,
-             model: manifest.model, timings: Object.assign({ files_ms: filesMs }, reply.timings) };
+    var recipe = await ensure("model.expand.json");
+    var big = m.files.filter(function (f) { return /^model\.(onnx|data\.)|\.wasm$/.test(f.key); });
+    var total = big.reduce(function (s, f) { return s + f.script_bytes; }, 0);
+    emit({ status: "loading", loaded: 0, total: total, message: "loading the model files" });
+    var config = { mjs: mjs, tokenizer: spec, manifest: m, digest: m.digest, recipe: recipe,
+                   files: big.map(function (f) { return { key: f.key, url: new URL(f.script, vendorBase).href, script_bytes: f.script_bytes }; }) };
+    var reply = await call("init", config);
+    if (reply.need) {
+      // The worker could not read the files itself (a file:// page): read them here and hand them over.
+      var F = window.llmlabLiveFiles, loaded = 0, texts = {};
+      for (var i = 0; i < big.length; i++) {
+        await ensure(big[i].key);
+        texts[big[i].key] = F[big[i].key];
+        delete F[big[i].key];
+        loaded += big[i].script_bytes;
+        emit({ loaded: loaded, message: "loaded " + big[i].script });
+      }
+      var handed = call("files", { texts: texts });     // copied into the worker: let the page's copy go
+      texts = null;
+      reply = await handed;
+    }
+    info = { nLayers: m.n_layers, nHeads: m.n_heads, dModel: m.d_model, maxTokens: m.max_tokens, context: m.context,
+             vocab: reply.vocab, model: m.model, source: reply.source,
+             timings: Object.assign({ total_ms: performance.now() - t0 }, reply.timings) };
     emit({ status: "ready", message: "ready" });
     return info;
   }
@@ -109,45 +143,261 @@
     return readyPromise;
   }
 
+  /* ------------------------------------------------------------------ checking what the reader asks for */
+  function describe(value) {
+    if (value === null) return "null";
+    if (value === undefined) return "undefined";
+    if (typeof value === "number" || typeof value === "boolean") return String(value);
+    if (typeof value === "string") return JSON.stringify(value.length > 40 ? value.slice(0, 40) + "..." : value);
+    if (Array.isArray(value)) return "an array of " + value.length;
+    return "a " + (value.constructor && value.constructor.name || typeof value);
+  }
   function checkIndex(what, value, n) {
     if (!Number.isInteger(value) || value < 0 || value >= n) {
       throw new RangeError(what + " must be an integer from 0 to " + (n - 1) + " (numbered from 0 like llmlab); got " +
-                           JSON.stringify(value) + ".");
+                           describe(value) + ".");
+    }
+    return value;
+  }
+  function checkNumber(what, value, low, high, hint) {
+    if (typeof value !== "number" || !isFinite(value) || value < low || value > high) {
+      throw new RangeError(what + " must be a finite number from " + low + " to " + high + "; got " + describe(value) +
+                           "." + (hint ? " " + hint : ""));
+    }
+    return value;
+  }
+  function checkPrompt(prompt, call) {
+    if (typeof prompt !== "string") {
+      throw new TypeError("llmlabLive." + call + "(prompt) takes a string; got " + (prompt === null ? "null" : typeof prompt) + ".");
+    }
+    if (!prompt.length) {
+      throw new Error("The prompt is empty: type some text, e.g. llmlabLive." + call + "(\"The capital of France is\").");
     }
   }
-
-  async function run(prompt) {
-    if (typeof prompt !== "string") {
-      throw new TypeError("llmlabLive.run(prompt) takes a string; got " + (prompt === null ? "null" : typeof prompt) + ".");
+  function checkOptions(options, allowed, call) {
+    if (options === undefined || options === null) return {};
+    if (typeof options !== "object" || Array.isArray(options)) {
+      throw new TypeError("llmlabLive." + call + "'s options are an object like {" + allowed.slice(0, 3).join(", ") +
+                          "}; got " + describe(options) + ".");
     }
-    if (!prompt.length) throw new Error("The prompt is empty: type some text, e.g. llmlabLive.run(\"The capital of France is\").");
+    Object.keys(options).forEach(function (key) {
+      if (allowed.indexOf(key) < 0) {
+        throw new TypeError("llmlabLive." + call + " has no option " + JSON.stringify(key) + "; the options are " +
+                            allowed.join(", ") + ".");
+      }
+    });
+    return options;
+  }
+  // {ablate: [[layer, head], ...], steer: {layer, vector, scale}} -> what the worker feeds the graph.
+  function interventions(options) {
+    var L = info.nLayers, H = info.nHeads, D = info.dModel, out = { headMask: null, steer: null };
+    if (options.ablate !== undefined && options.ablate !== null) {
+      if (!Array.isArray(options.ablate)) {
+        throw new TypeError("ablate is a list of [layer, head] pairs, e.g. {ablate: [[5, 6], [12, 3]]}; got " +
+                            describe(options.ablate) + ".");
+      }
+      out.headMask = new Float32Array(L * H).fill(1);
+      options.ablate.forEach(function (pair) {
+        if (!Array.isArray(pair) || pair.length !== 2) {
+          throw new TypeError("ablate is a list of [layer, head] pairs, e.g. [[5, 6]]; one entry is " + describe(pair) + ".");
+        }
+        if (!Number.isInteger(pair[0]) || pair[0] < 0 || pair[0] >= L || !Number.isInteger(pair[1]) || pair[1] < 0 || pair[1] >= H) {
+          throw new RangeError("ablate: there is no head [" + pair.map(describe).join(", ") + "]; SmolLM2-135M has blocks 0 to " +
+                               (L - 1) + " and heads 0 to " + (H - 1) + " in each.");
+        }
+        out.headMask[pair[0] * H + pair[1]] = 0;
+      });
+    }
+    if (options.steer !== undefined && options.steer !== null) {
+      var s = options.steer;
+      if (typeof s !== "object" || Array.isArray(s)) {
+        throw new TypeError("steer is an object {layer, vector, scale}, e.g. {layer: 10, vector: v, scale: 4}; got " + describe(s) + ".");
+      }
+      checkIndex("steer.layer (the block after which the vector is added)", s.layer, L);
+      var v = s.vector;
+      if (!v || typeof v.length !== "number") {
+        throw new TypeError("steer.vector must be an array of " + D + " numbers (one per residual-stream dimension); got " +
+                            describe(v) + ".");
+      }
+      if (v.length !== D) {
+        throw new RangeError("steer.vector has " + v.length + " numbers; the residual stream of SmolLM2-135M has " + D +
+                             " (d_model). Build one with llmlabLive.steeringVector(positive, negative, layer).");
+      }
+      var scale = s.scale === undefined ? 1 : s.scale;
+      if (typeof scale !== "number" || !isFinite(scale)) {
+        throw new RangeError("steer.scale must be a finite number (0 changes nothing, negative pushes the other way); got " +
+                             describe(scale) + ".");
+      }
+      out.steer = new Float32Array(L * D);
+      var f = Math.fround(scale);
+      for (var i = 0; i < D; i++) {
+        var x = Number(v[i]);
+        if (!isFinite(x)) throw new RangeError("steer.vector[" + i + "] is " + describe(v[i]) + "; every entry must be a finite number.");
+        out.steer[s.layer * D + i] = Math.fround(f * Math.fround(x));          // as llmlab: scale * vector in float32
+      }
+    }
+    return out;
+  }
+
+  var RUN_OPTIONS = ["ablate", "steer", "resid", "attention", "lensPositions", "lensLast", "lensTarget"];
+  async function run(prompt, options) {
+    checkPrompt(prompt, "run");
+    options = checkOptions(options, RUN_OPTIONS, "run");
     await ready();
-    var m = await call("run", { prompt: prompt });
-    var T = m.ids.length, L = m.nLayers, H = m.nHeads, att = m.attention;
-    return {
-      prompt: prompt, ids: m.ids, tokens: m.tokens, next: m.next, lens: m.lens,
+    var iv = interventions(options);
+    var residLayer = null;
+    if (options.resid !== undefined && options.resid !== null) {
+      residLayer = checkIndex("resid (the block after which to return the residual stream)", options.resid, info.nLayers);
+    }
+    var positions = options.lensPositions === undefined ? [-1] : options.lensPositions, lensLast = null;
+    if (options.lensLast !== undefined && options.lensLast !== null) {
+      if (!Number.isInteger(options.lensLast) || options.lensLast < 1 || options.lensLast > 16) {
+        throw new RangeError("lensLast (the lens at the last n positions) must be a whole number from 1 to 16; got " +
+                             describe(options.lensLast) + ".");
+      }
+      lensLast = options.lensLast;
+    }
+    if (!Array.isArray(positions) || positions.some(function (p) { return !Number.isInteger(p); })) {
+      throw new TypeError("lensPositions is a list of token positions (negative ones count from the end), e.g. [-3, -2, -1]; got " +
+                          describe(positions) + ".");
+    }
+    var target = null;
+    if (options.lensTarget !== undefined && options.lensTarget !== null) {
+      target = options.lensTarget;
+      if (typeof target === "string") {
+        var ids = (await tokenizer()).encode(target);
+        if (ids.length !== 1) {
+          throw new Error("lensTarget must be one token; " + JSON.stringify(target) + " is " + ids.length + " tokens (" +
+                          ids.map(function (id) { return info.vocab[id]; }).join(" ") + "). Try it with or without a leading space.");
+        }
+        target = ids[0];
+      }
+      checkIndex("lensTarget (a token id)", target, info.vocab.length);
+    }
+    var m = await call("run", { prompt: prompt, headMask: iv.headMask, steer: iv.steer, positions: positions, target: target,
+                                lensLast: lensLast,
+                                attention: options.attention !== false });
+    var T = m.ids.length, L = m.nLayers, H = m.nHeads, att = m.attention, D = info.dModel;
+    var result = {
+      prompt: prompt, ids: m.ids, tokens: m.tokens, chars: m.groups, next: m.next, lens: m.lens, lensGrid: m.lensGrid,
       logits: m.logits,              // Float32Array (vocab): the next token's logits, for the sampling view
       attentionArray: att,           // Float32Array (layers, heads, T, T): what attention(layer, head) reads
-      nLayers: L, nHeads: H,
+      residArray: m.resid,           // Float32Array (layers + 1, d_model): the last position, embedding first
+      nLayers: L, nHeads: H, ms: m.ms,
       attention: function (layer, head) {
         checkIndex("layer", layer, L);
         checkIndex("head", head, H);
+        if (!att.length) throw new Error("This run was made with {attention: false}; run again without it to read attention.");
         var rows = [], base = (layer * H + head) * T * T;
         for (var i = 0; i < T; i++) rows.push(Array.from(att.subarray(base + i * T, base + (i + 1) * T)));
         return rows;
       }
     };
+    if (residLayer !== null) result.resid = Array.from(m.resid.subarray((residLayer + 1) * D, (residLayer + 2) * D));
+    return result;
+  }
+
+  var GENERATE_OPTIONS = ["maxNewTokens", "temperature", "topK", "topP", "minP", "repetitionPenalty", "seed", "chat",
+                          "stop", "onToken", "signal", "ablate", "steer", "cache"];
+  async function generate(prompt, options) {
+    checkPrompt(prompt, "generate");
+    options = checkOptions(options, GENERATE_OPTIONS, "generate");
+    var o = {
+      maxNewTokens: options.maxNewTokens === undefined ? 40 : options.maxNewTokens,
+      temperature: options.temperature === undefined ? 0 : options.temperature,
+      topK: options.topK || null, topP: options.topP === undefined || options.topP === null ? null : options.topP,
+      minP: options.minP === undefined || options.minP === null ? null : options.minP,
+      repetitionPenalty: options.repetitionPenalty === undefined || options.repetitionPenalty === null ? null : options.repetitionPenalty,
+      seed: options.seed === undefined || options.seed === null ? null : options.seed,
+      chat: !!options.chat, stop: options.stop === undefined || options.stop === null ? [] : options.stop,
+      cache: options.cache !== false
+    };
+    if (!Number.isInteger(o.maxNewTokens) || o.maxNewTokens < 1) {
+      throw new RangeError("maxNewTokens must be a whole number of tokens, at least 1; got " + describe(o.maxNewTokens) + ".");
+    }
+    checkNumber("temperature", o.temperature, 0, 100, "0 means greedy (always the top token); 1 samples the model's own distribution.");
+    if (o.topK !== null && (!Number.isInteger(o.topK) || o.topK < 1)) {
+      throw new RangeError("topK must be a whole number >= 1 (or 0 / null for no filter); got " + describe(o.topK) + ".");
+    }
+    if (o.topP !== null && (checkNumber("topP", o.topP, 0, 1, "topP keeps the likeliest tokens until they add up to p.") === 0)) {
+      throw new RangeError("topP must be above 0 (1 or null: no filter); got 0.");
+    }
+    if (o.minP !== null) checkNumber("minP", o.minP, 0, 1, "minP keeps tokens at least minP times as likely as the top one.");
+    if (o.repetitionPenalty !== null) {
+      checkNumber("repetitionPenalty", o.repetitionPenalty, 1e-6, 100, "1.0 changes nothing; 1.1-1.3 is usual.");
+    }
+    if (o.seed !== null && !Number.isInteger(o.seed)) throw new TypeError("seed must be an integer; got " + describe(o.seed) + ".");
+    if (typeof o.stop === "string") o.stop = [o.stop];
+    if (!Array.isArray(o.stop) || o.stop.some(function (s) { return typeof s !== "string" || !s.length; })) {
+      throw new TypeError("stop is a string or a list of non-empty strings where writing ends; got " + describe(options.stop) + ".");
+    }
+    if (options.onToken !== undefined && typeof options.onToken !== "function") {
+      throw new TypeError("onToken must be a function called with each new token; got " + describe(options.onToken) + ".");
+    }
+    var signal = options.signal;
+    if (signal !== undefined && signal !== null && !(signal instanceof AbortSignal)) {
+      throw new TypeError("signal must be an AbortSignal (new AbortController().signal); got " + describe(signal) + ".");
+    }
+    await ready();
+    if (o.maxNewTokens > info.context - 1) {
+      throw new RangeError("maxNewTokens is " + o.maxNewTokens + "; the live model holds " + info.context +
+                           " tokens in all (prompt + new ones). Ask for fewer.");
+    }
+    var iv = interventions(options);
+    if (signal && signal.aborted) throw new DOMException("The generation was stopped before it started.", "AbortError");
+    var promise = call("generate", Object.assign({ prompt: prompt, headMask: iv.headMask, steer: iv.steer }, o),
+                       function (event) { if (options.onToken) options.onToken(event); });
+    var id = lastRequest();
+    var onAbort = function () { worker.postMessage({ type: "cancel", target: id }); };
+    if (signal) signal.addEventListener("abort", onAbort);
+    try {
+      var m = await promise;
+    } finally {
+      if (signal) signal.removeEventListener("abort", onAbort);
+    }
+    return { prompt: prompt, promptIds: m.promptIds, ids: m.ids, tokens: m.tokens, text: m.text, stopped: m.stopped,
+             steps: m.steps, timings: m.timings };
+  }
+
+  // Difference of means of the residual stream after block `layer` at the last token (llmlab's steering_vector).
+  async function steeringVector(positive, negative, layer) {
+    [positive, negative].forEach(function (list, k) {
+      if (!Array.isArray(list) || !list.length || list.some(function (p) { return typeof p !== "string" || !p.length; })) {
+        throw new TypeError("steeringVector(positive, negative, layer) takes two non-empty lists of prompts; the " +
+                            (k ? "second" : "first") + " is " + describe(list) + ".");
+      }
+    });
+    await ready();
+    checkIndex("layer", layer, info.nLayers);
+    async function mean(list) {
+      var sum = new Float64Array(info.dModel);
+      for (var i = 0; i < list.length; i++) {
+        var r = await run(list[i], { resid: layer, attention: false, lensPositions: [] });
+        r.resid.forEach(function (x, j) { sum[j] += x; });
+      }
+      return Array.from(sum, function (x) { return x / list.length; });
+    }
+    var a = await mean(positive), b = await mean(negative);
+    return a.map(function (x, j) { return x - b[j]; });
   }
 
   window.llmlabLive = {
     ready: ready,
     run: run,
+    generate: generate,
+    steeringVector: steeringVector,
+    tokenize: async function (text) {
+      if (typeof text !== "string") throw new TypeError("llmlabLive.tokenize(text) takes a string; got " + describe(text) + ".");
+      var t = await tokenizer(), ids = t.encode(text);
+      return { ids: ids, tokens: ids.map(t.show), chars: t.groups(ids) };
+    },
+    decode: async function (ids) { return (await tokenizer()).decode(ids); },
     status: function () { return Object.assign({}, state); },
     info: function () { return info; },
     token: function (id) { return info ? info.vocab[id] : undefined; }
   };
 
-  /* ------------------------------------------------------------------ the tokenizer (runs in the worker)
+  /* ------------------------------------------------------------------ the tokenizer (runs in the worker and the page)
    * A port of llmlab's ByteLevelBPE: split on special tokens, pre-split with the regex patterns,
    * UTF-8 bytes -> one token per byte -> merges, lowest rank first (leftmost on ties). The display
    * form of a token is llmlab.visualization.show_token's: "␣" for a space, "<e5>" for a byte that is
@@ -288,12 +538,51 @@
       }
       return out;
     }
-    return { encode: encode, show: show, size: spec.tokens.length };
+    function bytesOf(ids) {
+      var n = 0, i;
+      for (i = 0; i < ids.length; i++) n += tokenBytes[ids[i]].length;
+      var out = new Uint8Array(n), at = 0;
+      for (i = 0; i < ids.length; i++) { out.set(tokenBytes[ids[i]], at); at += tokenBytes[ids[i]].length; }
+      return out;
+    }
+    // The text of ids (llmlab's tokenizer.decode; a character cut at the end shows as U+FFFD).
+    function decode(ids) { return new TextDecoder("utf-8").decode(bytesOf(ids)); }
+    // Does `bytes` end inside a UTF-8 character?
+    function endsInside(bytes) {
+      for (var back = 1; back <= Math.min(4, bytes.length); back++) {
+        var b0 = bytes[bytes.length - back];
+        if ((b0 & 0xC0) === 0x80) continue;                    // a continuation byte: look further back
+        var need = b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC0 ? 2 : 1;
+        return need > back;
+      }
+      return false;
+    }
+    // For each token, the run of tokens [start, end) that together make whole characters, and their
+    // text: the two tokens <e5><9b> and <bd> of "国" both get {start: k, end: k + 2, text: "国"}.
+    function groups(ids) {
+      var out = [], k = 0;
+      while (k < ids.length) {
+        var end = k + 1, bytes = Array.from(tokenBytes[ids[k]]);
+        while (end < ids.length && !specialIds.has(ids[end]) &&
+               (endsInside(bytes) || (tokenBytes[ids[end]].length && (tokenBytes[ids[end]][0] & 0xC0) === 0x80))) {
+          tokenBytes[ids[end]].forEach(function (x) { bytes.push(x); });
+          end++;
+        }
+        var text = end - k > 1 ? decodeBytes(Uint8Array.from(bytes)) : null;
+        for (var j = k; j < end; j++) out.push({ start: k, end: end, text: text });
+        k = end;
+      }
+      return out;
+    }
+    return { encode: encode, show: show, decode: decode, bytesOf: bytesOf, groups: groups, size: spec.tokens.length,
+             specialIds: specialIds };
   }
 
   /* ------------------------------------------------------------------ the worker */
   function workerMain() {
-    var session = null, tokenizer = null, maxTokens = 0, vocab = null, shape = null;
+    var session = null, tokenizer = null, vocab = null, cfg = null, dims = null, cancelled = {};
+    var queue = Promise.resolve();
+    self.llmlabLiveFiles = {};
 
     // llmlab.live.site's text form: 15-bit numbers written as characters U+3000 + n.
     function decode15(file) {
@@ -306,7 +595,148 @@
       }
       return out;
     }
+    function progress(loaded, total, message) { self.postMessage({ type: "progress", loaded: loaded, total: total, message: message }); }
 
+    // IndexedDB: the decoded files under the build's digest (one entry; an older build's is dropped).
+    function database() {
+      return new Promise(function (resolve, reject) {
+        var request = indexedDB.open("llmlab-live", 1);
+        request.onupgradeneeded = function () { request.result.createObjectStore("files"); };
+        request.onsuccess = function () { resolve(request.result); };
+        request.onerror = function () { reject(request.error); };
+      });
+    }
+    async function cached(digest) {
+      try {
+        var db = await database();
+        return await new Promise(function (resolve) {
+          var get = db.transaction("files").objectStore("files").get(digest);
+          get.onsuccess = function () { resolve(get.result || null); };
+          get.onerror = function () { resolve(null); };
+        });
+      } catch (error) { return null; }
+    }
+    async function keep(digest, bytes) {
+      try {
+        var db = await database();
+        return await new Promise(function (resolve) {
+          var tx = db.transaction("files", "readwrite"), store = tx.objectStore("files");
+          store.clear();
+          store.put(bytes, digest);
+          tx.oncomplete = function () { resolve(true); };
+          tx.onerror = tx.onabort = function () { resolve(false); };
+        });
+      } catch (error) { return false; }
+    }
+    // A script file read as bytes (http only: workers may not read file:// URLs): its string, decoded.
+    async function readScript(f) {
+      var response = await fetch(f.url);
+      if (!response.ok) throw new Error("HTTP " + response.status + " for " + f.url);
+      var text = new TextDecoder("utf-16le").decode(await response.arrayBuffer());
+      var start = text.indexOf('text: "') + 7, end = text.lastIndexOf('"');
+      var n = Number(/bytes: (\d+)/.exec(text)[1]);
+      return decode15({ text: text.slice(start, end), bytes: n });
+    }
+
+    async function init(m) {
+      cfg = m;
+      var t0 = performance.now();
+      tokenizer = makeTokenizer(m.tokenizer);
+      vocab = [];
+      for (var i = 0; i < tokenizer.size; i++) vocab.push(tokenizer.show(i));
+      var mf = m.manifest;
+      dims = { L: mf.n_layers, H: mf.n_heads, KV: mf.n_kv_heads, hd: mf.head_dim, D: mf.d_model, V: tokenizer.size,
+               maxTokens: mf.max_tokens, context: mf.context };
+      var bytes = await cached(m.digest), source = "indexeddb";
+      if (!bytes) {
+        if (!/^https?:/.test(m.files[0].url)) return { need: true };
+        bytes = {};
+        var loaded = 0, total = m.files.reduce(function (s, f) { return s + f.script_bytes; }, 0);
+        for (var k = 0; k < m.files.length; k++) {
+          bytes[m.files[k].key] = await readScript(m.files[k]);
+          loaded += m.files[k].script_bytes;
+          progress(loaded, total, "read " + m.files[k].key);
+        }
+        source = "worker";
+      }
+      return start(bytes, source, performance.now() - t0);
+    }
+    async function files(m) {
+      var t0 = performance.now(), bytes = {};
+      Object.keys(m.texts).forEach(function (key) { bytes[key] = decode15(m.texts[key]); m.texts[key] = null; });
+      return start(bytes, "page", performance.now() - t0);
+    }
+    async function start(bytes, source, filesMs) {
+      var t0 = performance.now(), timings = { files_ms: filesMs };
+      var stored = source === "indexeddb" ? true : await keep(cfg.digest, bytes);
+      timings.store_ms = performance.now() - t0;
+      var ort = self.ort;
+      ort.env.wasm.numThreads = 1;
+      ort.env.wasm.proxy = false;
+      ort.env.wasm.wasmPaths = { mjs: URL.createObjectURL(new Blob([cfg.mjs], { type: "text/javascript" })) };
+      ort.env.wasm.wasmBinary = bytes["ort-wasm-simd-threaded.wasm"];
+      var t2 = performance.now(), weights = expand(cfg.recipe, bytes);
+      timings.expand_ms = performance.now() - t2;
+      Object.keys(bytes).forEach(function (key) { if (/^model\.data\./.test(key)) bytes[key] = null; });  // expanded now
+      var externalData = [{ path: cfg.recipe.file, data: weights }];
+      weights = null;
+      var t1 = performance.now();
+      session = await ort.InferenceSession.create(bytes["model.onnx"], {
+        executionProviders: ["wasm"], graphOptimizationLevel: "basic", externalData: externalData,
+        extra: { session: { disable_prepacking: "1" } }      // no second, repacked copy of the 540 MB
+      });
+      timings.session_ms = performance.now() - t1;
+      return { vocab: vocab, source: source, stored: stored, timings: timings };
+    }
+
+    // The float32 weights from the GGUF's blocks (llmlab.live.export.expand_blocks, in memory): Q4_1
+    // blocks of 20 bytes (d, m as float16, then 16 bytes: element j low nibble, j + 16 high) give
+    // d * q + m; Q8_0 blocks of 34 bytes (d, then 32 int8) give d * q. Both exact as in numpy.
+    function expand(recipe, bytes) {
+      var half = new Float32Array(65536);
+      for (var h = 0; h < 65536; h++) {
+        var sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, f = h & 1023;
+        half[h] = e === 0 ? sign * f * Math.pow(2, -24) : e === 31 ? (f ? NaN : sign * Infinity)
+                                                                   : sign * (1 + f / 1024) * Math.pow(2, e - 15);
+      }
+      // written transposed, (cols, rows): element (n, k) of w at k * rows + n
+      var out = new Uint8Array(recipe.bytes), w32 = new Float32Array(out.buffer);
+      recipe.weights.forEach(function (w) {
+        var src = bytes[w.file], N = w.rows, nb = w.cols / 32, n, kb, j, base = w.start, d, m, x, at;
+        for (n = 0; n < N; n++) {
+          for (kb = 0; kb < nb; kb++) {
+            at = w.offset / 4 + kb * 32 * N + n;
+            d = half[src[base] | (src[base + 1] << 8)];
+            if (w.kind === "q4_1") {
+              m = half[src[base + 2] | (src[base + 3] << 8)];
+              for (j = 0; j < 16; j++) {
+                x = src[base + 4 + j];
+                w32[at + j * N] = d * (x & 15) + m;
+                w32[at + (j + 16) * N] = d * (x >> 4) + m;
+              }
+              base += 20;
+            } else {
+              for (j = 0; j < 32; j++) { x = src[base + 2 + j]; w32[at + j * N] = d * (x > 127 ? x - 256 : x); }
+              base += 34;
+            }
+          }
+        }
+      });
+      return out;
+    }
+
+    function int64(values) { return new self.ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [values.length]); }
+    function forward(ids, past, headMask, steer, attentionRows, readoutRows, target) {
+      var d = dims, T = self.ort.Tensor;
+      var empty = function () { return new T("float32", new Float32Array(0), [d.L, d.KV, 0, d.hd]); };
+      return session.run({
+        input_ids: int64(ids),
+        past_keys: past ? past.keys : empty(), past_values: past ? past.values : empty(),
+        head_mask: new T("float32", headMask || new Float32Array(d.L * d.H).fill(1), [d.L, d.H]),
+        steer: new T("float32", steer || new Float32Array(d.L * d.D), [d.L, d.D]),
+        attention_rows: int64([attentionRows]), readout_rows: int64(readoutRows), lens_target: int64([target || 0])
+      });
+    }
     function top(array, k) {
       var order = [];
       for (var i = 0; i < array.length; i++) {
@@ -319,72 +749,196 @@
       }
       return order;
     }
-
-    async function init(m) {
-      var ort = self.ort, t0 = performance.now(), timings = {};
-      ort.env.wasm.numThreads = 1;
-      ort.env.wasm.proxy = false;
-      ort.env.wasm.wasmPaths = { mjs: URL.createObjectURL(new Blob([m.mjs], { type: "text/javascript" })) };
-      ort.env.wasm.wasmBinary = decode15(m.wasm);
-      tokenizer = makeTokenizer(m.tokenizer);
-      maxTokens = m.maxTokens;
-      var externalData = m.data.map(function (d) { return { path: d.key, data: decode15(d.file) }; });
-      var graph = decode15(m.model);
-      timings.decode_ms = performance.now() - t0;
-      session = await ort.InferenceSession.create(graph, {
-        executionProviders: ["wasm"], graphOptimizationLevel: "all", externalData: externalData
-      });
-      timings.session_ms = performance.now() - t0 - timings.decode_ms;
-      vocab = [];
-      for (var i = 0; i < tokenizer.size; i++) vocab.push(tokenizer.show(i));
-      shape = { nLayers: m.nLayers, nHeads: m.nHeads };
-      return { nLayers: shape.nLayers, nHeads: shape.nHeads, vocab: vocab, timings: timings };
+    function softmax(logits) {
+      var max = -Infinity, i, out = new Float32Array(logits.length), sum = 0;
+      for (i = 0; i < logits.length; i++) if (logits[i] > max) max = logits[i];
+      for (i = 0; i < logits.length; i++) { out[i] = Math.exp(logits[i] - max); sum += out[i]; }
+      for (i = 0; i < logits.length; i++) out[i] /= sum;
+      return out;
     }
-
-    function forward(ids) {
-      var input = new self.ort.Tensor("int64", BigInt64Array.from(ids.map(BigInt)), [ids.length]);
-      return session.run({ input_ids: input });
+    function promptIds(text, limit, what) {
+      var ids = tokenizer.encode(text);
+      if (!ids.length) throw new Error("The prompt " + JSON.stringify(text) + " gives no tokens; type some text.");
+      if (ids.length > limit) {
+        throw new Error("The prompt is " + ids.length + " tokens long; " + what.replace("%d", limit) + ". Shorten it.");
+      }
+      return ids;
     }
 
     async function run(m) {
-      var ids = tokenizer.encode(m.prompt);
-      if (!ids.length) throw new Error("The prompt " + JSON.stringify(m.prompt) + " gives no tokens; type some text.");
-      if (ids.length > maxTokens) {
-        throw new Error("The prompt is " + ids.length + " tokens long; the live model takes at most " + maxTokens +
-                        ". Shorten it.");
+      var d = dims, ids = promptIds(m.prompt, d.maxTokens, "llmlabLive.run (what the views call) reads at most %d");
+      var T = ids.length, wanted = m.positions;
+      if (m.lensLast) {
+        wanted = [];
+        for (var q = Math.max(0, T - m.lensLast); q < T; q++) wanted.push(q);
       }
-      var out = await forward(ids);
-      var probs = out.probs.data, k = out.lens_ids.dims[1];
-      var next = top(probs, 20).map(function (id) { return { id: id, token: vocab[id], p: probs[id] }; });
-      var lens = [];
-      for (var row = 0; row < out.lens_ids.dims[0]; row++) {
-        var cells = [];
-        for (var c = 0; c < k; c++) {
-          var id = Number(out.lens_ids.data[row * k + c]);
-          cells.push({ id: id, token: vocab[id], p: out.lens_probs.data[row * k + c] });
+      var positions = wanted.map(function (p) {
+        if (p < -T || p >= T) {
+          throw new Error("lensPositions: there is no position " + p + "; the prompt has " + T + " tokens (0 to " + (T - 1) +
+                          ", or -" + T + " to -1 from the end).");
         }
-        lens.push(cells);
+        return p < 0 ? T + p : p;
+      });
+      var rows = [d.L * T + T - 1];
+      for (var layer = 0; layer <= d.L; layer++) positions.forEach(function (p) { rows.push(layer * T + p); });
+      var t0 = performance.now();
+      var out = await forward(ids, null, m.headMask, m.steer, m.attention ? T : 0, rows, m.target);
+      var ms = performance.now() - t0;
+      var logits = out.logits.data, probs = softmax(logits), k = out.lens_ids.dims[1], n = positions.length;
+      var next = top(probs, 20).map(function (id) { return { id: id, token: vocab[id], p: probs[id] }; });
+      var grid = { positions: positions, ids: [], tokens: [], probs: [], targetProbs: m.target === null ? null : [],
+                   targetRanks: m.target === null ? null : [], target: m.target };
+      for (layer = 0; layer <= d.L; layer++) {
+        var ids_ = [], toks = [], ps = [], tp = [], tr = [];
+        for (var c = 0; c < n; c++) {
+          var row = 1 + layer * n + c, rid = [], rtok = [], rp = [];
+          for (var j = 0; j < k; j++) {
+            var id = Number(out.lens_ids.data[row * k + j]);
+            rid.push(id); rtok.push(vocab[id]); rp.push(out.lens_probs.data[row * k + j]);
+          }
+          ids_.push(rid); toks.push(rtok); ps.push(rp);
+          tp.push(out.lens_target_probs.data[row]); tr.push(Number(out.lens_target_ranks.data[row]));
+        }
+        grid.ids.push(ids_); grid.tokens.push(toks); grid.probs.push(ps);
+        if (m.target !== null) { grid.targetProbs.push(tp); grid.targetRanks.push(tr); }
       }
-      var attention = out.attention.data, logits = out.logits.data;
+      var last = positions.indexOf(T - 1), lens = null;
+      if (last >= 0) {
+        lens = grid.ids.map(function (r, l) {
+          return r[last].map(function (id, j) { return { id: id, token: vocab[id], p: grid.probs[l][last][j] }; });
+        });
+      }
+      var attention = out.attention.data, resid = out.resid.data;
       return {
-        reply: { ids: ids, tokens: ids.map(function (id) { return vocab[id]; }), next: next, lens: lens,
-                 attention: attention, logits: logits, nLayers: shape.nLayers, nHeads: shape.nHeads },
-        transfer: [attention.buffer, logits.buffer]
+        reply: { ids: ids, tokens: ids.map(function (id) { return vocab[id]; }), groups: tokenizer.groups(ids), next: next,
+                 lens: lens, lensGrid: grid, attention: attention, logits: logits, resid: resid, nLayers: d.L, nHeads: d.H, ms: ms },
+        transfer: [attention.buffer, logits.buffer, resid.buffer]
       };
     }
 
-    self.onmessage = async function (event) {
-      var m = event.data;
-      try {
-        if (m.type === "init") {
-          self.postMessage(Object.assign({ id: m.id }, await init(m)));
-        } else if (m.type === "run") {
-          var r = await run(m);
-          self.postMessage(Object.assign({ id: m.id }, r.reply), r.transfer);
-        }
-      } catch (error) {
-        self.postMessage({ id: m.id, error: String(error && error.message || error) });
+    // A seeded generator (mulberry32): the same seed gives the same draws, hence the same text.
+    function generator(seed) {
+      var a = seed >>> 0;
+      return function () {
+        a = (a + 0x6D2B79F5) >>> 0;
+        var t = a;
+        t = Math.imul(t ^ (t >>> 15), t | 1);
+        t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+      };
+    }
+    // llmlab.sampling: repetition penalty, then temperature, top-k, top-p, min-p (in that order), then a draw.
+    function choose(raw, o, random, seen) {
+      var V = raw.length, z = raw, i;
+      if (o.repetitionPenalty !== null) {
+        z = new Float32Array(raw);
+        var pen = Math.fround(o.repetitionPenalty);
+        for (i = 0; i < V; i++) if (seen[i]) z[i] = z[i] > 0 ? z[i] / pen : z[i] * pen;
       }
+      var best = 0;
+      for (i = 1; i < V; i++) if (z[i] > z[best]) best = i;
+      var modelProbs = softmax(raw);
+      if (o.temperature === 0) return { id: best, p: 1, pModel: modelProbs[best], kept: 1 };
+      var t = Math.fround(o.temperature), s = new Float32Array(V);
+      for (i = 0; i < V; i++) s[i] = z[i] / t;
+      var max = s[best], floor = -Infinity;
+      if (o.topK !== null && o.topK < V) {
+        var sorted = new Float32Array(s).sort();              // ascending
+        floor = Math.max(floor, sorted[V - o.topK]);         // the k-th largest (ties with it are kept)
+      }
+      if (o.topP !== null && o.topP < 1) {
+        var order = [];
+        for (i = 0; i < V; i++) if (s[i] >= floor && s[i] > -Infinity) order.push(i);
+        order.sort(function (a, b) { return s[b] - s[a] || a - b; });
+        var sum = 0;
+        order.forEach(function (j) { sum += Math.exp(s[j] - max); });
+        var before = 0, cut = -Infinity;
+        for (var r = 0; r < order.length; r++) {
+          if (before >= o.topP) break;                        // p reached without this token: it and the rest go
+          cut = s[order[r]];
+          before += Math.exp(s[order[r]] - max) / sum;
+        }
+        floor = Math.max(floor, cut);
+      }
+      if (o.minP !== null) floor = Math.max(floor, Math.fround(max + Math.fround(Math.log(Math.fround(o.minP)))));
+      var total = 0, kept = 0;
+      for (i = 0; i < V; i++) if (s[i] >= floor) { total += Math.exp(s[i] - max); kept++; }
+      var u = random() * total, acc = 0, pick = best;
+      for (i = 0; i < V; i++) {
+        if (s[i] < floor) continue;
+        acc += Math.exp(s[i] - max);
+        pick = i;
+        if (acc > u) break;
+      }
+      return { id: pick, p: Math.exp(s[pick] - max) / total, pModel: modelProbs[pick], kept: kept };
+    }
+    function breathe() {               // let a "cancel" message in between two tokens
+      return new Promise(function (resolve) { setTimeout(resolve, 0); });
+    }
+    var CHAT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+    async function generate(m) {
+      var d = dims;
+      var text = m.chat ? "<|im_start|>system\n" + CHAT_SYSTEM + "<|im_end|>\n<|im_start|>user\n" + m.prompt +
+                          "<|im_end|>\n<|im_start|>assistant\n" : m.prompt;
+      var ids = promptIds(text, d.context - m.maxNewTokens, "with maxNewTokens = " + m.maxNewTokens + ", generate takes at most %d " +
+                          "(the live model holds " + d.context + " tokens in all" + (m.chat ? ", the chat template included" : "") + ")");
+      var eos = m.chat ? [2, 0] : [0];                    // <|im_end|> ends a chat turn; <|endoftext|> ends a text
+      var random = generator(m.seed === null ? Math.floor(Math.random() * 4294967296) : m.seed);
+      var seen = new Uint8Array(d.V);
+      ids.forEach(function (id) { seen[id] = 1; });
+      var all = ids.slice(), written = [], steps = [], stopped = "length", text_ = "";
+      var t0 = performance.now();
+      var out = await forward(ids, null, m.headMask, m.steer, 0, [d.L * ids.length + ids.length - 1], 0);
+      var prefillMs = performance.now() - t0, stepMs = prefillMs;
+      for (var step = 0; step < m.maxNewTokens; step++) {
+        var c = choose(out.logits.data, m, random, seen);
+        all.push(c.id);
+        seen[c.id] = 1;
+        var done = eos.indexOf(c.id) >= 0;
+        if (!done) written.push(c.id);
+        var full = tokenizer.decode(written), piece = full.slice(text_.length);
+        var hit = -1;
+        m.stop.forEach(function (s) { var at = full.indexOf(s); if (at >= 0 && (hit < 0 || at < hit)) hit = at; });
+        if (hit >= 0) { full = full.slice(0, hit); piece = full.slice(Math.min(text_.length, full.length)); }
+        text_ = full;
+        var S = all.length - 1;                            // keys in the cache once this token's step ran
+        self.postMessage({ id: m.id, event: { index: step, id: c.id, token: vocab[c.id], text: done ? "" : piece,
+          p: c.p, pModel: c.pModel, kept: c.kept, ms: stepMs, cacheTokens: m.cache ? S : 0,
+          cacheBytes: m.cache ? 2 * d.L * d.KV * S * d.hd * 4 : 0 } });
+        if (done) { stopped = "eos"; break; }
+        if (hit >= 0) { stopped = "stop"; break; }
+        if (step === m.maxNewTokens - 1) break;
+        await breathe();
+        if (cancelled[m.id]) { stopped = "aborted"; break; }
+        var t1 = performance.now();
+        out = m.cache
+          ? await forward([c.id], { keys: out.present_keys, values: out.present_values }, m.headMask, m.steer, 0, [d.L], 0)
+          : await forward(all, null, m.headMask, m.steer, 0, [d.L * all.length + all.length - 1], 0);
+        stepMs = performance.now() - t1;
+        steps.push(stepMs);
+      }
+      delete cancelled[m.id];
+      var mean = steps.length ? steps.reduce(function (a, b) { return a + b; }, 0) / steps.length : null;
+      var newIds = all.slice(ids.length);
+      return { promptIds: ids, ids: newIds, tokens: newIds.map(function (id) { return vocab[id]; }), text: text_, stopped: stopped,
+               steps: steps, timings: { prefill_ms: prefillMs, ms_per_token: mean, tokens_per_s: mean ? 1000 / mean : null,
+                                        prompt_tokens: ids.length, cache: m.cache } };
+    }
+
+    var handlers = { init: init, files: files, run: run, generate: generate };
+    self.onmessage = function (event) {
+      var m = event.data;
+      if (m.type === "cancel") { cancelled[m.target] = true; return; }
+      queue = queue.then(async function () {
+        try {
+          var r = await handlers[m.type](m);
+          if (r.reply) self.postMessage(Object.assign({ id: m.id }, r.reply), r.transfer);
+          else self.postMessage(Object.assign({ id: m.id }, r));
+        } catch (error) {
+          self.postMessage({ id: m.id, error: String(error && error.message || error) });
+        }
+      });
     };
   }
 })();

@@ -5,7 +5,7 @@ from llmlab.visualization.display import show_token, show_token_ids
 from llmlab.visualization.html import View, save_page
 from llmlab.visualization.plots import plot_attention, plot_lens, plot_similarity
 from llmlab.visualization.attention_views import AttentionView, MaskView, mask_view
-from llmlab.visualization.sampling_views import SamplingView
+from llmlab.visualization.sampling_views import SamplingView, WriteView
 from llmlab.visualization.table_views import LensView, SimilarityView
 from llmlab.visualization.token_views import BPEMergeView, TokensView
 from llmlab.visualization.widgets import (
@@ -13,6 +13,6 @@ from llmlab.visualization.widgets import (
 )
 
 __all__ = ["View", "save_page", "AttentionView", "BPEMergeView", "LensView", "MaskView", "SamplingView",
-           "SimilarityView", "TokensView", "mask_view", "plot_attention", "plot_lens", "plot_similarity",
+           "SimilarityView", "TokensView", "WriteView", "mask_view", "plot_attention", "plot_lens", "plot_similarity",
            "attention_explorer", "lens_explorer", "sampling_explorer", "similarity_explorer", "tokenizer_explorer", "show_token",
            "show_token_ids"]

@@ -10,6 +10,22 @@ from llmlab.visualization.grid import as_array, grid_html, legend_html
 from llmlab.visualization.html import LIVE_MODEL, View, css_blue, escape, live_data, pack_unit_floats
 
 
+def without_sink(weights: np.ndarray) -> np.ndarray:
+    """Each row without its first key, renormalised (row 0, which has only that key, stays): what the
+    views show with "hide the first token". Stored on its own, because where the first token takes
+    99.9% of a row, the rest is lost when the row is stored to 1/255.
+
+    >>> without_sink(np.array([[[[1.0, 0.0], [0.996, 0.004]]]]))[0, 0].tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    rest = w[..., 1:].sum(-1, keepdims=True)                                          # (..., T, 1)
+    out = np.zeros_like(w)
+    out[..., 1:] = np.divide(w[..., 1:], rest, out=np.zeros_like(w[..., 1:]), where=rest > 0)
+    out[..., 0, :] = w[..., 0, :]
+    return out
+
+
 def informative_row(weights) -> int:
     """The query row that says most about a (T, T) attention map: the one that puts the most weight on a
     single earlier token that is neither the first token (the usual sink) nor itself. Falls back to the
@@ -63,7 +79,8 @@ class AttentionView(View):
         opening = weights[layer].mean(0) if head == n_heads else weights[layer, head]
         query = informative_row(opening) if query is None else int(query) % T
         super().__init__({"tokens": tokens, "layers": layer_labels, "n_heads": n_heads,
-                          "weights": pack_unit_floats(weights), "layer": layer, "head": head, "query": query,
+                          "weights": pack_unit_floats(weights), "weights_nosink": pack_unit_floats(without_sink(weights)),
+                          "layer": layer, "head": head, "query": query,
                           "hide_sink": bool(hide_sink),
                           **live_data(n_heads == LIVE_MODEL["n_heads"] if live is None else live, text_of_shown(tokens))},
                          title)

@@ -82,14 +82,25 @@ def to_list(array, decimals: int | None = 4):
 
 # The book's live model (llmlab.live: SmolLM2-135M in the reader's browser). A view with `live` in its
 # data gets a prompt box and a "Run live" button in the built book (see common.js, L.mount).
-LIVE_MODEL = {"name": "SmolLM2-135M", "n_layers": 30, "n_heads": 9}
+LIVE_MODEL = {"name": "SmolLM2-135M", "n_layers": 30, "n_heads": 9, "d_model": 576}
 
 
-def live_data(live, prompt: str) -> dict:
-    """What a view puts under data["live"]: {} when off, else the prompt box's opening text."""
+def live_data(live, prompt: str, steer=None) -> dict:
+    """What a view puts under data["live"]: {} when off, else the prompt box's opening text, and
+    steer = (vector, layer, scale) when the view shows a steered model (the live run adds it too)."""
     if live not in (True, False):
         raise TypeError(f"live must be True, False or None (automatic); got {live!r}.")
-    return {"live": {"prompt": prompt}} if live else {}
+    if not live:
+        return {}
+    out = {"prompt": prompt}
+    if steer is not None:
+        vector, layer, scale = steer
+        vector = np.asarray(vector.detach().cpu() if hasattr(vector, "detach") else vector, dtype=np.float32).reshape(-1)
+        if vector.size != LIVE_MODEL["d_model"]:
+            raise ValueError(f"The live model's steering vector has {LIVE_MODEL['d_model']} numbers (SmolLM2's d_model); "
+                             f"got {vector.size}.")
+        out["steer"] = {"layer": int(layer), "scale": float(scale), "vector": [float(x) for x in vector]}
+    return {"live": out}
 
 
 class View:

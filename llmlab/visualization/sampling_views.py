@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from llmlab.sampling import check_sampling
 from llmlab.visualization.display import show_token, show_token_ids
 from llmlab.visualization.grid import as_array
 from llmlab.visualization.html import View, escape, live_data, to_list
@@ -129,3 +130,33 @@ class SamplingView(View):
         vocab = self.logits.shape[1] if self.full_logits is None else self.full_logits.shape[1]
         return (f'<div class="llmlab-readout">"{escape(self.data["prompts"][prompt])}" → next token '
                 f'({kept:,} of {vocab:,} tokens can be drawn)</div>' + "".join(rows))
+
+
+class WriteView(View):
+    """A box where the book's live model writes in the reader's browser (the built book only).
+
+    mode "write": continue a text with the sampling sliders; "chat": ask SmolLM2 a question;
+    "cache": write the same greedy continuation with and without the KV cache and plot the time of
+    each token as the text grows, next to the cache's size in bytes (chapter 10). In Jupyter the box
+    says to use llmlab.generate instead (the model runs in Python there).
+    """
+
+    kind = "write"
+    MODES = ("write", "chat", "cache")
+
+    def __init__(self, mode: str = "write", prompt: str | None = None, title=None, max_new_tokens: int = 60,
+                 temperature: float = 0.7, top_k: int = 0, top_p: float = 0.95, min_p: float = 0.0):
+        if mode not in self.MODES:
+            raise ValueError(f"mode must be one of {self.MODES}; got {mode!r}.")
+        if not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= 500:
+            raise ValueError(f"max_new_tokens must be a whole number from 1 to 500; got {max_new_tokens!r}.")
+        check_sampling(temperature, top_k or None, top_p, min_p or None)
+        defaults = {"write": "Once upon a time", "chat": "What is the capital of France?",
+                    "cache": "The history of the printing press begins"}
+        super().__init__({"mode": mode, "prompt": defaults[mode] if prompt is None else str(prompt),
+                          "max_new_tokens": max_new_tokens, "temperature": temperature, "top_k": top_k,
+                          "top_p": top_p, "min_p": min_p}, title)
+
+    def static_html(self) -> str:
+        return ("<div class='llmlab-note'>In the built book, this box lets SmolLM2-135M write in your browser. "
+                "In Python, use <code>llmlab.generate</code>.</div>")

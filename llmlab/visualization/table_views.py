@@ -14,15 +14,16 @@ class LensView(View):
 
     Build it from `llmlab.inspection.lens.logit_lens(...)` with `LensView.from_lens(result)`, or
     from plain lists: top_tokens[layer][position] = [k token strings], top_probs the same shape.
-    live: in the built book, a prompt box that shows the live SmolLM2-135M's lens at the last position
-    of the reader's prompt (default on; pass live=False where the view shows something the plain model
-    does not compute, e.g. a steered model).
+    live: in the built book, a prompt box that shows the live SmolLM2-135M's lens at the last 8 positions
+    of the reader's prompt (default on). live_steer=(vector, layer, scale): the view shows a steered model,
+    and the live run adds the same vector; pass live=False where the view shows something else the live
+    model does not compute.
     """
 
     kind = "lens"
 
     def __init__(self, positions, layer_labels, top_tokens, top_probs, target=None, target_rank=None,
-                 target_prob=None, title=None, live: bool = True):
+                 target_prob=None, title=None, live: bool = True, live_steer=None):
         top_probs = as_array(top_probs, "top_probs", (3,))
         n_layers, T, k = top_probs.shape
         if len(positions) != T or len(layer_labels) != n_layers:
@@ -37,19 +38,20 @@ class LensView(View):
             "target": None if target is None else show_token(target),
             "target_rank": None if target_rank is None else self.target_rank.tolist(),
             "target_prob": None if target_prob is None else to_list(target_prob, 5),
-            **live_data(live, text_of_shown([show_token(p) for p in positions])),
+            **live_data(live, text_of_shown([show_token(p) for p in positions]), steer=live_steer),
         }, title)
 
     @classmethod
-    def from_model(cls, model, tokenizer, prompt, target=None, k: int = 5, title=None, live: bool = True) -> "LensView":
+    def from_model(cls, model, tokenizer, prompt, target=None, k: int = 5, title=None, live: bool = True,
+                   live_steer=None) -> "LensView":
         """Run the logit lens on `prompt` (see llmlab.inspection.lens.logit_lens) and show it."""
         from llmlab.inspection import logit_lens
 
         return cls.from_lens(logit_lens(model, tokenizer=tokenizer, prompt=prompt, k=k, target=target), title=title,
-                             tokenizer=tokenizer, live=live)
+                             tokenizer=tokenizer, live=live, live_steer=live_steer)
 
     @classmethod
-    def from_lens(cls, lens, title=None, tokenizer=None, live: bool = True) -> "LensView":
+    def from_lens(cls, lens, title=None, tokenizer=None, live: bool = True, live_steer=None) -> "LensView":
         """From a `LensResult` (llmlab.inspection.lens). With the tokenizer, the top tokens are shown from
         their bytes, so pieces of a character read "<e5><a4>" instead of "�"."""
         top_tokens = lens.top_tokens
@@ -57,7 +59,8 @@ class LensView(View):
             ids = lens.top_ids.tolist() if hasattr(lens.top_ids, "tolist") else lens.top_ids
             top_tokens = [[show_token_ids(tokenizer, cell) for cell in row] for row in ids]
         return cls(lens.tokens, lens.layer_labels, top_tokens, lens.top_probs, target=lens.target,
-                   target_rank=lens.target_rank, target_prob=lens.target_prob, title=title, live=live)
+                   target_rank=lens.target_rank, target_prob=lens.target_prob, title=title, live=live,
+                   live_steer=live_steer)
 
     def static_html(self) -> str:
         def cell(l, t):

@@ -24,10 +24,10 @@ class TokensView(View):
         for name, pairs in rows.items():
             tokens = []
             for pair in pairs:
-                text, token_id = pair[0], int(pair[1])
+                piece, token_id = pair[0], int(pair[1])          # `piece`, not `text`: that is the argument
                 raw = pair[2] if len(pair) > 2 else None
                 special = pair[3] if len(pair) > 3 else None
-                shown = show_token(bytes(raw) if raw is not None and not looks_like_text(text, raw) else text,
+                shown = show_token(bytes(raw) if raw is not None and not looks_like_text(piece, raw) else piece,
                                    special=special)
                 tokens.append({"text": shown, "id": token_id,
                                "bytes": None if raw is None else " ".join(f"{b:02x}" for b in raw)})

@@ -29,9 +29,22 @@ window.llmlab.views.attention = function (root, data) {
     }
     return rests[key][i];
   }
+  // Without the sink, from the stored renormalised rows (data.weights_nosink) when the view has them:
+  // a row where the first token takes 99.9% keeps too little of the rest in 1/255 steps.
+  var ns = data.weightsArray ? null : (data.weights_nosink ? L.unpack(data.weights_nosink) : null);
   function weight(l, h, i, j) {
     if (!hideSink || i === 0) return raw(l, h, i, j);
     if (j === 0) return 0;
+    if (ns) {
+      if (h < H) return ns[((l * H + h) * T + i) * T + j];
+      var num = 0, den = 0;                      // mean of heads: each head's row weighted by what it keeps
+      for (var k = 0; k < H; k++) {
+        var kept = Math.max(1 - w[((l * H + k) * T + i) * T], 1 / 510);
+        num += ns[((l * H + k) * T + i) * T + j] * kept;
+        den += kept;
+      }
+      return num / den;
+    }
     var r = rest(l, h, i);
     return r > 1e-6 ? raw(l, h, i, j) / r : 0;
   }

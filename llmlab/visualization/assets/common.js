@@ -266,6 +266,8 @@ window.llmlab.views = window.llmlab.views || {};
   // the live result into its own data (L.liveData[kind]), so it redraws with its usual controls.
   L.liveData = L.liveData || {};
   L.liveSettings = L.liveSettings || {};   // kind -> function (the view's node) -> data fields to keep
+  L.liveOptions = L.liveOptions || {};     // kind -> function (data, llmlabLive) -> llmlabLive.run's options
+  L.liveExtras = L.liveExtras || {};       // kind -> function (root, data, staticRoot): more live panels
   L.staticRoot = function () {
     var root = document.documentElement.getAttribute('data-content_root');
     if (root !== null) return new URL(root + '_static/', document.baseURI).href;
@@ -324,8 +326,13 @@ window.llmlab.views = window.llmlab.views || {};
       window.addEventListener('llmlab-live', progress);
       // the reader's current settings (layer, head, temperature ...) carry over to the live view
       var current = L.liveSettings[kind] ? L.liveSettings[kind](inner) : {};
-      L.loadLive(staticRoot).then(function (live) { return live.run(prompt); }).then(function (r) {
-        view(inner, L.liveData[kind](r, Object.assign({}, data, current)));
+      var settings = Object.assign({}, data, current);
+      L.loadLive(staticRoot).then(function (live) {
+        // each kind of view asks for what it shows (L.liveOptions[kind]: run's options, or a promise of them)
+        return Promise.resolve(L.liveOptions[kind] ? L.liveOptions[kind](settings, live) : undefined)
+          .then(function (options) { return live.run(prompt, options); });
+      }).then(function (r) {
+        view(inner, L.liveData[kind](r, settings));
         inner.setAttribute('data-live', 'yes');
         back.hidden = false;
         status.textContent = 'Live: SmolLM2-135M in your browser, on your prompt (' + r.ids.length + ' tokens).';
@@ -338,11 +345,216 @@ window.llmlab.views = window.llmlab.views || {};
     }
     run.addEventListener('click', go);
     input.addEventListener('keydown', function (e) { if (e.key === 'Enter') { e.preventDefault(); go(); } });
+    if (L.liveExtras[kind]) L.liveExtras[kind](root, data, staticRoot);
     back.addEventListener('click', function () {
       view(inner, data);
       inner.removeAttribute('data-live');
       back.hidden = true;
       status.textContent = "The book's view, computed when the book was built.";
     });
+  };
+
+  // ---------------------------------------------------------------- writing with the live model
+  // A panel where the model writes: a prompt, the sampling sliders (temperature, top-k, top-p, min-p),
+  // "Write" and "Stop", and the text streaming in, each token shaded by the probability it was drawn
+  // with. chat: a chat box instead (SmolLM2's chat template; it stops at the end of its turn).
+  // opts: {prompt, chat: bool, temperature, top_k, top_p, min_p, maxNewTokens}
+  L.writer = function (staticRoot, opts) {
+    opts = opts || {};
+    var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': opts.chat ? 'chat' : 'write'});
+    box.appendChild(L.el('div', {'class': 'llmlab-title'}, opts.chat ? 'Ask SmolLM2-135M (live, in your browser)'
+      : 'Write: SmolLM2-135M continues your text with these settings (live, in your browser)'));
+    var input = L.el(opts.chat ? 'input' : 'textarea', {'class': 'llmlab-live-prompt', 'data-name': 'writer-prompt',
+      'aria-label': opts.chat ? 'your question' : 'the text to continue', rows: 2});
+    input.value = opts.prompt || (opts.chat ? 'What is the capital of France?' : 'Once upon a time');
+    box.appendChild(input);
+    var controls = L.el('div', {'class': 'llmlab-controls'}), sliders = {};
+    function slider(name, label, min, max, step, value, show) {
+      var s = L.el('input', {type: 'range', min: min, max: max, step: step, 'data-name': 'writer-' + name});
+      s.value = value;
+      var shown = L.el('span', {'class': 'llmlab-slider-value'}, show(value));
+      s.addEventListener('input', function () { shown.textContent = show(parseFloat(s.value)); });
+      var wrap = L.labelled(label, s);
+      wrap.appendChild(shown);
+      controls.appendChild(wrap);
+      sliders[name] = s;
+    }
+    slider('temperature', 'temperature', 0, 2, 0.05, opts.temperature === undefined ? 0.7 : opts.temperature,
+           function (v) { return v === 0 ? '0 (greedy)' : v.toFixed(2); });
+    slider('top_k', 'top-k', 0, 100, 1, opts.top_k || 0, function (v) { return v ? String(v) : 'off'; });
+    slider('top_p', 'top-p', 0.05, 1, 0.05, opts.top_p || 0.95, function (v) { return v >= 1 ? 'off' : v.toFixed(2); });
+    slider('min_p', 'min-p', 0, 0.5, 0.01, opts.min_p || 0, function (v) { return v ? v.toFixed(2) : 'off'; });
+    box.appendChild(controls);
+    var write = L.el('button', {type: 'button', 'data-action': opts.chat ? 'ask' : 'write'}, opts.chat ? 'Ask' : 'Write');
+    var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, 'Stop');
+    box.appendChild(write);
+    box.appendChild(stop);
+    var out = L.el('div', {'class': 'llmlab-written', 'aria-live': 'polite'});
+    var status = L.el('div', {'class': 'llmlab-live-status', role: 'status'},
+      'Up to ' + (opts.maxNewTokens || 60) + ' new tokens; the text and what it writes may be up to 1,024 tokens. ' +
+      'Each token is shaded by the probability it was drawn with; hover it for the number.');
+    box.appendChild(out);
+    box.appendChild(status);
+    var controller = null;
+    write.addEventListener('click', function () {
+      var t = parseFloat(sliders.temperature.value), k = parseInt(sliders.top_k.value, 10);
+      var p = parseFloat(sliders.top_p.value), mp = parseFloat(sliders.min_p.value);
+      L.clear(out);
+      if (!opts.chat) out.appendChild(L.el('span', {'class': 'llmlab-written-prompt'}, input.value));
+      controller = new AbortController();
+      write.disabled = true;
+      stop.disabled = false;
+      status.textContent = 'Loading the model ...';
+      L.loadLive(staticRoot).then(function (live) {
+        status.textContent = 'Writing ...';
+        return live.generate(input.value, {maxNewTokens: opts.maxNewTokens || 60, temperature: t, topK: k || null,
+          topP: p >= 1 ? null : p, minP: mp || null, chat: !!opts.chat, signal: controller.signal,
+          onToken: function (tok) {
+            if (!tok.text) return;
+            var span = L.el('span', {'class': 'llmlab-written-token', title: tok.token + ': p = ' + tok.p.toFixed(3) +
+              ' (model: ' + tok.pModel.toFixed(3) + ')'}, tok.text);
+            span.style.background = 'rgba(31,119,180,' + (0.08 + 0.5 * tok.p).toFixed(3) + ')';
+            out.appendChild(span);
+            status.textContent = 'Writing ... token ' + (tok.index + 1) + ', ' + Math.round(tok.ms) + ' ms';
+          }});
+      }).then(function (g) {
+        var tm = g.timings;
+        status.textContent = (g.stopped === 'aborted' ? 'Stopped. ' : g.stopped === 'eos' ? 'Done (end of text). ' : 'Done. ') +
+          g.ids.length + ' tokens; prompt ' + tm.prompt_tokens + ' tokens in ' + Math.round(tm.prefill_ms) + ' ms' +
+          (tm.ms_per_token ? ', then ' + Math.round(tm.ms_per_token) + ' ms per token (' + tm.tokens_per_s.toFixed(1) + ' tokens/s)' : '') + '.';
+      }).catch(function (error) {
+        status.textContent = error.message;
+      }).then(function () {
+        write.disabled = false;
+        stop.disabled = true;
+      });
+    });
+    stop.addEventListener('click', function () { if (controller) controller.abort(); stop.disabled = true; });
+    return box;
+  };
+  // The sampling view in the built book: below it, "Write" with its sliders, and a chat box.
+  L.liveExtras.sampling = function (root, data, staticRoot) {
+    root.appendChild(L.writer(staticRoot, {prompt: data.live && data.live.prompt, temperature: data.temperature,
+                                           top_k: data.top_k, top_p: data.top_p}));
+    root.appendChild(L.writer(staticRoot, {chat: true}));
+  };
+
+  // ---------------------------------------------------------------- "what if": knock-outs and steering
+  function promptOf(root) {
+    var input = root.querySelector('[data-name="live-prompt"]');
+    return input ? input.value : '';
+  }
+  function topLines(next, n) {
+    return next.slice(0, n).map(function (t) { return t.token + ' ' + t.p.toFixed(3); }).join(', ');
+  }
+  // Below the attention view: knock out heads (block.head, e.g. "5.6 12.3") and compare the next token.
+  L.liveExtras.attention = function (root, data, staticRoot) {
+    var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': 'ablate'});
+    box.appendChild(L.el('div', {'class': 'llmlab-title'},
+      'Knock out heads: which heads does the next token need? (live, on the prompt above)'));
+    var heads = L.el('input', {type: 'text', 'data-name': 'ablate-heads', 'aria-label': 'heads to knock out, as block.head',
+      placeholder: 'blocks and heads, e.g. 5.6 12.3'});
+    var go = L.el('button', {type: 'button', 'data-action': 'ablate'}, 'Knock out and compare');
+    var out = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
+      'Type heads as block.head (blocks 0-29, heads 0-8) or click a head thumbnail with Shift to add it; their outputs are zeroed, as llmlab.inspection.ablate does.');
+    box.appendChild(L.labelled('heads', heads));
+    box.appendChild(go);
+    box.appendChild(out);
+    root.appendChild(box);
+    // Shift-click on a head's thumbnail adds "block.head" of the view's current block
+    root.addEventListener('click', function (e) {
+      var thumb = e.target.closest ? e.target.closest('.llmlab-thumb') : null;
+      if (!thumb || !e.shiftKey) return;
+      var layerSel = root.querySelector('.llmlab-controls select'), l = parseInt(thumb.getAttribute('data-l'), 10);
+      var m = layerSel && layerSel.options[l] ? /(\d+)\s*$/.exec(layerSel.options[l].text) : null;
+      var h = parseInt(thumb.getAttribute('data-h'), 10);
+      if (m && h < 9) heads.value = (heads.value + ' ' + m[1] + '.' + h).trim();
+    });
+    go.addEventListener('click', function () {
+      var pairs = [], bad = [];
+      heads.value.split(/[\s,;]+/).filter(Boolean).forEach(function (t) {
+        var m = /^(\d+)\.(\d+)$/.exec(t);
+        if (m) pairs.push([parseInt(m[1], 10), parseInt(m[2], 10)]); else bad.push(t);
+      });
+      if (bad.length || !pairs.length) {
+        out.textContent = bad.length ? 'Write each head as block.head, e.g. 5.6; got ' + JSON.stringify(bad.join(' ')) + '.'
+                                     : 'Type at least one head, e.g. 5.6 (block 5, head 6).';
+        return;
+      }
+      go.disabled = true;
+      out.textContent = 'Running twice: as it is, and with ' + pairs.length + ' head(s) knocked out ...';
+      var prompt = promptOf(root);
+      L.loadLive(staticRoot).then(function (live) {
+        return live.run(prompt, {attention: false}).then(function (plain) {
+          return live.run(prompt, {attention: false, ablate: pairs}).then(function (ko) { return [plain, ko]; });
+        });
+      }).then(function (both) {
+        var top = both[0].next[0], after = both[1].next.filter(function (t) { return t.id === top.id; })[0];
+        out.textContent = 'As it is: ' + topLines(both[0].next, 5) + '\nKnocked out (' +
+          pairs.map(function (p) { return p.join('.'); }).join(' ') + '): ' + topLines(both[1].next, 5) +
+          '\n"' + top.token + '" goes from ' + top.p.toFixed(3) + ' to ' + (after ? after.p.toFixed(3) : 'below the top 20') + '.';
+      }).catch(function (error) { out.textContent = error.message; })
+        .then(function () { go.disabled = false; });
+    });
+  };
+
+  // A steering panel: the view's own direction (data.live.steer) or one built from two lists of prompts
+  // (difference of means of the last token's residual stream after a block), then the same prompt
+  // written with and without it.
+  L.steerer = function (root, data, staticRoot) {
+    var own = data.live && data.live.steer;
+    var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': 'steer'});
+    box.appendChild(L.el('div', {'class': 'llmlab-title'}, 'Steer the live model: add a direction and let it write'));
+    var which = L.select(own ? ["this view's direction", 'my own, from two lists of prompts'] : ['my own, from two lists of prompts'],
+                         0, function () { lists.hidden = own && which.value === '0'; });
+    box.appendChild(L.labelled('direction', which));
+    var lists = L.el('div', {'class': 'llmlab-controls'});
+    var pos = L.el('textarea', {'data-name': 'steer-positive', rows: 3, 'aria-label': 'prompts with the property, one per line'});
+    pos.value = 'I walked along the beach\nThe waves of the ocean\nA ship sailed on the sea';
+    var neg = L.el('textarea', {'data-name': 'steer-negative', rows: 3, 'aria-label': 'prompts without it, one per line'});
+    neg.value = 'I walked along the road\nThe streets of the city\nA car drove on the highway';
+    lists.appendChild(L.labelled('with', pos));
+    lists.appendChild(L.labelled('without', neg));
+    lists.hidden = !!own;
+    box.appendChild(lists);
+    var layer = L.el('input', {type: 'number', min: 0, max: 29, step: 1, 'data-name': 'steer-layer'});
+    layer.value = own ? own.layer : 12;
+    var scale = L.el('input', {type: 'number', step: 0.5, 'data-name': 'steer-scale'});
+    scale.value = own ? own.scale : 4;
+    var prompt = L.el('input', {type: 'text', 'data-name': 'steer-prompt', 'aria-label': 'the prompt to continue'});
+    prompt.value = 'My favourite place to spend the day is';
+    box.appendChild(L.labelled('after block', layer));
+    box.appendChild(L.labelled('scale', scale));
+    box.appendChild(L.labelled('prompt', prompt));
+    var go = L.el('button', {type: 'button', 'data-action': 'steer'}, 'Write with and without');
+    box.appendChild(go);
+    var out = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
+      'Greedy, 20 tokens each: the same prompt as it is, then with scale x the direction added after the block at every position.');
+    box.appendChild(out);
+    go.addEventListener('click', function () {
+      go.disabled = true;
+      out.textContent = 'Working ...';
+      var l = Number(layer.value), sc = Number(scale.value);
+      L.loadLive(staticRoot).then(function (live) {
+        var vector = own && which.value === '0' ? Promise.resolve(own.vector) : live.steeringVector(
+          pos.value.split('\n').filter(function (x) { return x.trim(); }),
+          neg.value.split('\n').filter(function (x) { return x.trim(); }), l);
+        return vector.then(function (v) {
+          return live.generate(prompt.value, {maxNewTokens: 20}).then(function (plain) {
+            return live.generate(prompt.value, {maxNewTokens: 20, steer: {layer: l, vector: v, scale: sc}})
+              .then(function (steered) { return [plain, steered]; });
+          });
+        });
+      }).then(function (both) {
+        out.textContent = 'As it is: ' + prompt.value + both[0].text + '\nSteered (block ' + l + ', scale ' + sc + '): ' +
+          prompt.value + both[1].text;
+      }).catch(function (error) { out.textContent = error.message; })
+        .then(function () { go.disabled = false; });
+    });
+    root.appendChild(box);
+  };
+  // The lens view of a steered model (chapter 16) gets the steering panel.
+  L.liveExtras.lens = function (root, data, staticRoot) {
+    if (data.live && data.live.steer) L.steerer(root, data, staticRoot);
   };
 })(window.llmlab);

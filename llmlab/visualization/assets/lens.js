@@ -61,13 +61,29 @@ window.llmlab.views.lens = function (root, data) {
   grid.box.scrollTop = grid.box.scrollHeight;
 };
 
-// The live model's result as this view's data: the logit lens at the last position, every layer.
+// The live model's run for this view: the lens at the last 8 positions (the book's grid), with the
+// book's target token when it is one token of SmolLM2.
+window.llmlab.liveOptions.lens = function (data, live) {
+  var options = {lensLast: 8};
+  if (data.live && data.live.steer) options.steer = data.live.steer;     // the view shows a steered model
+  if (!data.target) return options;
+  var text = String(data.target).replace(/\u2423/g, ' ');
+  return live.tokenize(text).then(function (t) {
+    if (t.ids.length === 1) options.lensTarget = t.ids[0];
+    return options;
+  });
+};
+
+// The live model's result as this view's data: the logit lens at the last positions, every layer.
 window.llmlab.liveData.lens = function (r, data) {
-  var layers = ['embed'];
-  for (var l = 0; l + 1 < r.lens.length; l++) layers.push('block ' + l);
-  return {positions: [r.tokens[r.tokens.length - 1]], layers: layers,
-          top_tokens: r.lens.map(function (row) { return [row.map(function (c) { return c.token; })]; }),
-          top_probs: r.lens.map(function (row) { return [row.map(function (c) { return c.p; })]; }),
-          target: null, target_rank: null, target_prob: null, live: data.live,
-          title: 'SmolLM2-135M, live in your browser: what each layer predicts after the last token'};
+  var g = r.lensGrid, layers = ['embed'];
+  for (var l = 0; l + 1 < g.tokens.length; l++) layers.push('block ' + l);
+  var hasTarget = g.target !== null && g.target !== undefined;
+  return {positions: g.positions.map(function (p) { return r.tokens[p]; }), layers: layers,
+          top_tokens: g.tokens, top_probs: g.probs,
+          target: hasTarget ? window.llmlabLive.token(g.target) : null,
+          target_rank: hasTarget ? g.targetRanks : null, target_prob: hasTarget ? g.targetProbs : null, live: data.live,
+          title: 'SmolLM2-135M, live in your browser: what each layer predicts at the last ' + g.positions.length + ' positions' +
+                 (data.live && data.live.steer ? ', with the steering vector added after block ' + data.live.steer.layer +
+                  ' (scale ' + data.live.steer.scale + ')' : '')};
 };
