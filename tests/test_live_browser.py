@@ -388,3 +388,22 @@ def test_figures_open_full_size_and_the_theme_mode_is_valid(tmp_path):
         out = page.evaluate("[document.documentElement.dataset.mode, document.querySelector('figure > a > img') !== null, "
                             "document.querySelector('figure > a').getAttribute('href')]")
     assert out[0] == "auto" and out[1] and out[2].endswith("fig.png")
+
+
+def test_the_tokens_view_needs_only_the_tokenizer_and_names_characters(tmp_path, smol):
+    from llmlab.visualization import TokensView
+
+    _, tokenizer = smol
+    text = "国王 likes 🙂 and 龘"
+    browser, page = open_static(tmp_path, TokensView.from_tokenizers("hello", {"SmolLM2-135M": tokenizer}).to_html())
+    try:
+        out = page.evaluate(RUN_VIEW % ("tokens", json.dumps(text)), timeout=120)
+        chars = page.evaluate("[...document.querySelectorAll('[data-live=yes] .llmlab-char')].map(s => s.dataset.char)")
+        model = page.evaluate("llmlabLive.status().status")
+    finally:
+        browser.close()
+    ids = tokenizer.encode(text)
+    assert out["ids"] == ids
+    assert model == "idle"                                   # the 120 MB model was never loaded
+    pieces = [t for t in show_token_ids(tokenizer, ids) if "<" in t]
+    assert pieces and set(chars) == {"国", "王", " 龘"}         # byte pieces grouped under their character (🙂 is whole)

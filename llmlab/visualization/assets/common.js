@@ -268,6 +268,7 @@ window.llmlab.views = window.llmlab.views || {};
   L.liveSettings = L.liveSettings || {};   // kind -> function (the view's node) -> data fields to keep
   L.liveOptions = L.liveOptions || {};     // kind -> function (data, llmlabLive) -> llmlabLive.run's options
   L.liveExtras = L.liveExtras || {};       // kind -> function (root, data, staticRoot): more live panels
+  L.liveRun = L.liveRun || {};             // kind -> function (llmlabLive, prompt): instead of llmlabLive.run
   L.staticRoot = function () {
     var root = document.documentElement.getAttribute('data-content_root');
     if (root !== null) return new URL(root + '_static/', document.baseURI).href;
@@ -329,6 +330,7 @@ window.llmlab.views = window.llmlab.views || {};
       var settings = Object.assign({}, data, current);
       L.loadLive(staticRoot).then(function (live) {
         // each kind of view asks for what it shows (L.liveOptions[kind]: run's options, or a promise of them)
+        if (L.liveRun[kind]) return L.liveRun[kind](live, prompt);      // e.g. the tokens view: the tokenizer only
         return Promise.resolve(L.liveOptions[kind] ? L.liveOptions[kind](settings, live) : undefined)
           .then(function (options) { return live.run(prompt, options); });
       }).then(function (r) {

@@ -21,7 +21,8 @@ window.llmlab.views.tokens = function (root, data) {
   var idNodes = [], active = null, pinned = null;
   function describe(row, k) {
     var tok = row.tokens[k];
-    return row.name + ' · token ' + k + ' · id ' + tok.id + ' · "' + tok.text + '"' + (tok.bytes ? ' · bytes ' + tok.bytes : '');
+    return row.name + ' · token ' + k + ' · id ' + tok.id + ' · "' + tok.text + '"' + (tok.bytes ? ' · bytes ' + tok.bytes : '') +
+      (tok.char ? ' · tokens ' + tok.char.start + '-' + (tok.char.end - 1) + ' together make "' + tok.char.text + '"' : '');
   }
   data.rows.forEach(function (row, r) {
     var block = L.el('div', {'class': 'llmlab-token-row'});
@@ -29,6 +30,9 @@ window.llmlab.views.tokens = function (root, data) {
     var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': row.name + ' tokens'});
     var spans = row.tokens.map(function (tok, k) {
       var span = L.el('span', {'class': 'llmlab-tok', 'data-r': r, 'data-k': k, title: 'id ' + tok.id}, tok.text);
+      if (tok.char && k === tok.char.start) {       // the character the pieces make, under its first piece
+        span.appendChild(L.el('span', {'class': 'llmlab-char', 'data-char': tok.char.text}, '= ' + tok.char.text));
+      }
       span.style.background = palette[k % palette.length];
       var id = L.el('span', {'class': 'llmlab-id', 'aria-hidden': 'true'}, String(tok.id));
       id.style.display = 'none';
@@ -58,9 +62,18 @@ window.llmlab.views.tokens = function (root, data) {
   });
 };
 
-// The live model's result as this view's data: SmolLM2's tokens of the reader's text.
+// The tokens view needs the tokenizer only (1.3 MB), not the model.
+window.llmlab.liveRun.tokens = function (live, prompt) {
+  if (!prompt) return Promise.reject(new Error('The text is empty: type some text to see its tokens.'));
+  return live.tokenize(prompt);
+};
+
+// The tokenizer's result as this view's data: SmolLM2's tokens of the reader's text. Tokens that are
+// pieces of one character (Chinese, emoji) say which character they make together.
 window.llmlab.liveData.tokens = function (r, data) {
   return {rows: [{name: 'SmolLM2-135M (live, your text)', tokens: r.ids.map(function (id, k) {
-    return {text: r.tokens[k], id: id, bytes: null};
+    var c = r.chars && r.chars[k];
+    return {text: r.tokens[k], id: id, bytes: null,
+            char: c && c.text ? {text: c.text, start: c.start, end: c.end} : null};
   })}], live: data.live};
 };
