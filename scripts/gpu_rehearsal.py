@@ -12,9 +12,10 @@ Three parts, in this order, each reported even when an earlier one failed:
    kernel, N at a time (--jobs; the default fits the card's memory). The notebooks need no change:
    `llmlab.load` picks `cuda` when torch sees a GPU (llmlab.devices.get_device), and a second GPU is
    never used (cuda means cuda:0). The kernels run as a reader's do: LLMLAB_BOOK_BUILD is unset, so
-   the explorers draw their first view on the GPU too. Per notebook: seconds, peak CUDA memory
-   (torch.cuda.max_memory_allocated / _reserved, read in the kernel after the last cell), passed or
-   the first error. Then what must not depend on the device is compared with the CPU build's
+   the explorers draw their first view on the GPU too. Per notebook: seconds (with the kernel's
+   start), peak CUDA memory (torch.cuda.max_memory_allocated / _reserved, read in the kernel after
+   the last cell; a notebook's own reset_peak_memory_stats first hands its peak on), passed or the
+   first error. Then what must not depend on the device is compared with the CPU build's
    executed notebooks (_build/jupyter_execute/chapters, written by `make book`):
    - every glued value: integers and words exactly, other numbers within --rtol (plus one unit of
      the last printed digit); glued values whose name says they measure the machine (times,
@@ -58,14 +59,25 @@ GIB = 2**30
 NOTEBOOK_BUDGET = 6 * GIB
 RTOL, ATOL = 1e-3, 1e-6
 PEAK_MARK = "LLMLAB_PEAK "
-# Read in the kernel after the notebook's last cell (or its failure). Does not start CUDA itself.
+# Run in the kernel before the notebook's first cell: a chapter that measures memory itself resets the
+# peak (torch.cuda.reset_peak_memory_stats, chapter 11), so each reset first keeps the peak so far.
+PEAK_HOOK = """
+import torch as _torch
+_llmlab_peaks = [0, 0]
+def _llmlab_keep_peak_then_reset(device=None, _reset=_torch.cuda.reset_peak_memory_stats):
+    if _torch.cuda.is_initialized():
+        _llmlab_peaks[0] = max(_llmlab_peaks[0], _torch.cuda.max_memory_allocated(0))
+        _llmlab_peaks[1] = max(_llmlab_peaks[1], _torch.cuda.max_memory_reserved(0))
+    return _reset(device)
+_torch.cuda.reset_peak_memory_stats = _llmlab_keep_peak_then_reset
+"""
+# Run in the kernel after the notebook's last cell (or its failure). Does not start CUDA itself.
 PEAK_PROBE = f"""
-import json as _json, sys as _sys
-_torch = _sys.modules.get("torch")
-_used = bool(_torch is not None and _torch.cuda.is_available() and _torch.cuda.is_initialized())
+import json as _json
+_used = bool(_torch.cuda.is_available() and _torch.cuda.is_initialized())
 print({PEAK_MARK!r} + _json.dumps({{"cuda_used": _used,
-      "allocated": _torch.cuda.max_memory_allocated(0) if _used else 0,
-      "reserved": _torch.cuda.max_memory_reserved(0) if _used else 0}}))
+      "allocated": max(_llmlab_peaks[0], _torch.cuda.max_memory_allocated(0)) if _used else 0,
+      "reserved": max(_llmlab_peaks[1], _torch.cuda.max_memory_reserved(0)) if _used else 0}}))
 """
 RECORD_NONE = """No run on a GPU has been recorded yet. Run `make gpu` on a machine with an NVIDIA GPU and commit
 the `benchmarks/gpu_rehearsal.md` it writes: this section then shows its tables, with the card, the
@@ -117,6 +129,7 @@ def run_one(notebook: Path, executed: Path, result: Path, timeout: int) -> None:
     outcome = {"notebook": str(notebook), "ok": True, "error": "", "cuda_used": False, "allocated": 0, "reserved": 0}
     start = time.perf_counter()
     with client.setup_kernel():
+        hidden(client, nb, PEAK_HOOK)
         index, alive = -1, True
         try:
             for index, cell in enumerate(nb.cells):
@@ -128,18 +141,26 @@ def run_one(notebook: Path, executed: Path, result: Path, timeout: int) -> None:
             alive = False
         outcome["seconds"] = time.perf_counter() - start
         if alive:
-            probe = nbformat.v4.new_code_cell(PEAK_PROBE)
-            nb.cells.append(probe)                   # nbclient keeps every cell it runs in the notebook...
             try:
-                client.execute_cell(probe, len(nb.cells) - 1, store_history=False)
-                text = "".join(o.get("text", "") for o in probe.outputs if o.get("output_type") == "stream")
-                outcome.update(json.loads(text.split(PEAK_MARK, 1)[1].splitlines()[0]))
+                outcome.update(json.loads(hidden(client, nb, PEAK_PROBE).split(PEAK_MARK, 1)[1].splitlines()[0]))
             except Exception as error:  # the table says so instead of losing the notebook's row
                 outcome["error"] += f" (peak memory not read: {type(error).__name__})"
-            nb.cells.pop()                           # ... and the executed notebook is written without it
     executed.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, executed)
     result.write_text(json.dumps(outcome))
+
+
+def hidden(client, nb, code: str) -> str:
+    """Run `code` in the notebook's kernel outside the notebook; return what it printed."""
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(code)
+    nb.cells.append(cell)                            # nbclient keeps every cell it runs in the notebook...
+    try:
+        client.execute_cell(cell, len(nb.cells) - 1, store_history=False)
+    finally:
+        nb.cells.pop()                               # ... and the executed notebook is written without it
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
 def first_line(text: str, limit: int = 300) -> str:
