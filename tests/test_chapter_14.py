@@ -2,30 +2,37 @@
 here (that is the book build); its cells are read."""
 import json
 import re
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTER = next((ROOT / "chapters").glob("14_*.ipynb"))
+CHAPTER = ROOT / "chapters" / "14_contextual_representations.ipynb"
+LAB = ROOT / "chapters" / "14_contextual_representations_lab.ipynb"
 
 
-def cells(kind=None, tagged=None):
+def cells(kind=None, tagged=None, page=CHAPTER):
     out = []
-    for cell in json.loads(CHAPTER.read_text(encoding="utf-8"))["cells"]:
+    for cell in json.loads(page.read_text(encoding="utf-8"))["cells"]:
         tags = cell.get("metadata", {}).get("tags", [])
         if (kind is None or cell["cell_type"] == kind) and (tagged is None or tagged(tags)):
             out.append("".join(cell["source"]))
     return out
 
 
-def test_every_name_the_prose_quotes_is_glued():
-    prose = "\n".join(cells("markdown"))
-    code = "\n".join(cells("code"))
+@pytest.mark.parametrize("page", [CHAPTER, LAB], ids=["lesson", "lab"])
+def test_every_name_the_prose_quotes_is_glued(page):
+    prose = "\n".join(cells("markdown", page=page))
+    code = "\n".join(cells("code", page=page))
     quoted = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", prose))
     glued = set(re.findall(r"glue\(\s*\"([A-Za-z0-9_]+)\"", code)) | set(re.findall(r"glue\(\s*f\"([a-z_]+)\{", code))
     # names glued in a loop as f"best_{tag}" with tag in s_en, s_zh, g_en, g_zh
     expanded = {f"{stem}{tag}" for stem in set(re.findall(r"glue\(\s*f\"([a-z_]+)\{tag\}", code))
                 for tag in ["s_en", "s_zh", "g_en", "g_zh"]}
     expanded |= {f"best_{tag}_{end}" for tag in ["s_en", "s_zh", "g_en", "g_zh"] for end in ["depth", "ctrl"]}
+    expanded |= {f"{stem}_{tag}" for stem in ["bag", "bag_control", "slot", "slot_control"]
+                 for tag in ["s_en", "s_zh", "g_en", "g_zh"]}
+    expanded |= {f"null_{m}_{end}" for m in "sg" for end in ["mean", "lo", "hi"]}
     assert quoted - glued - expanded == set()
 
 
@@ -38,10 +45,18 @@ def test_the_chapter_opens_with_the_ramp():
     assert first_code == -1 or first_code > order[1]       # no code before the toy
 
 
-def test_evidence_is_folded_in_titled_dropdowns():
-    prose = "\n".join(cells("markdown"))
-    titles = re.findall(r"```\{dropdown\} (.+)", prose)
-    assert any("control" in t.lower() for t in titles) and len(titles) >= 3
+def test_the_lab_holds_the_evidence_and_the_lesson_none_of_it():
+    lesson = "\n".join(cells("markdown"))
+    lab = "\n".join(cells("markdown", page=LAB))
+    assert lab.startswith("# Lab: ") and "{doc}`14_contextual_representations`" in lab and "{doc}`appendix_evidence`" in lab
+    for baseline in ["bag of input embeddings", "slot word's own embedding", "random vectors", "control"]:
+        assert baseline in lab.replace("**", ""), baseline
+    before_exercises = re.sub(r"\(data:image[^)]*\)", "", lesson.split("```{exercise} Linear CKA")[0])
+    for term in ["95%", "interval", "CKA", "Gram", "bootstrap", "KL"]:      # a lesson teaches none of these
+        assert not re.search(rf"\b{re.escape(term)}", before_exercises), term
+    assert "{doc}`14_contextual_representations_lab`" in lesson
+    # the old conclusion ("not in the words; it is computed") is gone: the slot word alone reads the sense
+    assert "it is computed" not in lab and "is largely **in the word**" in lab
 
 
 def test_no_printed_library_source_and_no_visible_glue():
