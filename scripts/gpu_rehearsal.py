@@ -22,7 +22,8 @@ Three parts, in this order, each reported even when an earlier one failed:
      bandwidths, speeds) are counted apart and not compared;
    - every printed line (stdout and plain-text results): greedy continuations, argmax tokens and
      counts must be equal, printed numbers within the same tolerance; lines that name a device or a
-     time unit are counted apart. Cells whose code changed since the CPU build are not compared.
+     time unit are counted apart. A notebook edited since the CPU build is not compared (the
+     report says so).
    The largest relative difference is reported with the tolerance. Sampled text may legitimately
    differ (CUDA draws other random numbers than the CPU for the same seed): differences are listed
    for a reader to judge, and only fail the run with --strict.
@@ -280,7 +281,7 @@ class Comparison:
     compared: bool = True
     glue: dict = field(default_factory=lambda: {"same": 0, "close": 0, "differs": 0, "machine": 0, "missing": 0})
     lines: dict = field(default_factory=lambda: {"same": 0, "close": 0, "differs": 0, "machine": 0})
-    cells_changed: int = 0              # code cells whose source is not the CPU build's: not compared
+    cells_changed: int = 0              # code cells whose source is not the CPU build's (then: not compared)
     largest: float = 0.0
     largest_at: str = ""
     differences: list = field(default_factory=list)   # [what, cpu, gpu, why], for the report
@@ -294,8 +295,17 @@ class Comparison:
 
 
 def compare_notebooks(cpu_notebook: Path, gpu_executed: dict, rtol: float = RTOL, atol: float = ATOL) -> Comparison:
-    """Glued values and printed lines of the GPU run against the CPU build's executed notebook."""
+    """Glued values and printed lines of the GPU run against the CPU build's executed notebook. Only a
+    build of the same code is compared: a notebook edited since `make book` is reported, not compared."""
     comparison = Comparison(reference=str(cpu_notebook))
+    cpu_cells = [c for c in json.loads(cpu_notebook.read_text())["cells"] if c["cell_type"] == "code"]
+    gpu_cells = [c for c in gpu_executed["cells"] if c["cell_type"] == "code"]
+    changed = abs(len(cpu_cells) - len(gpu_cells)) + sum(source(a) != source(b) for a, b in zip(cpu_cells, gpu_cells))
+    if changed:
+        comparison.cells_changed, comparison.compared = changed, False
+        comparison.reference = (f"the CPU build ran an older version ({changed} code cells differ; "
+                                f"run make book to compare)")
+        return comparison
     cpu_glue, gpu_glue = cpu_glued_values(cpu_notebook), glued_values(gpu_executed)
     for name in sorted(set(cpu_glue) | set(gpu_glue)):
         if name not in cpu_glue or name not in gpu_glue:
@@ -307,15 +317,7 @@ def compare_notebooks(cpu_notebook: Path, gpu_executed: dict, rtol: float = RTOL
         else:
             comparison.note(f"glue {name}", compare_texts(cpu_glue[name], gpu_glue[name], rtol, atol),
                             cpu_glue[name], gpu_glue[name], comparison.glue)
-    cpu_cells = [c for c in json.loads(cpu_notebook.read_text())["cells"] if c["cell_type"] == "code"]
-    gpu_cells = [c for c in gpu_executed["cells"] if c["cell_type"] == "code"]
-    if len(cpu_cells) != len(gpu_cells):
-        comparison.cells_changed = max(len(cpu_cells), len(gpu_cells))
-        return comparison
     for number, (cpu_cell, gpu_cell) in enumerate(zip(cpu_cells, gpu_cells)):
-        if source(cpu_cell) != source(gpu_cell):
-            comparison.cells_changed += 1
-            continue
         cpu_lines, gpu_lines = printed_lines(cpu_cell), printed_lines(gpu_cell)
         if len(cpu_lines) != len(gpu_lines):
             comparison.lines["differs"] += 1
@@ -368,17 +370,20 @@ def comparison_table(results: list[dict], rtol: float, atol: float) -> str:
             continue
         g, lines = c["glue"], c["lines"]
         largest = f"{c['largest']:.1e} ({c['largest_at']})" if c["largest"] else "0"
-        changed = f"; {c['cells_changed']} cells changed since the CPU build" if c["cells_changed"] else ""
         rows.append(f"| {r['notebook']} | {g['same']} | {g['close']} | {g['differs'] + g['missing']} | {g['machine']} "
-                    f"| {lines['same']} | {lines['close']} | {lines['differs']} | {lines['machine']} | {largest}{changed} |")
+                    f"| {lines['same']} | {lines['close']} | {lines['differs']} | {lines['machine']} | {largest} |")
         for what, cpu, gpu, why in c["differences"][:12]:
             details.append(f"- {r['notebook']}, {what}: CPU `{clip(cpu)}`, GPU `{clip(gpu)}` ({why})")
         if len(c["differences"]) > 12:
             details.append(f"- {r['notebook']}: {len(c['differences']) - 12} more (OUT/report.json)")
-    without = [r["notebook"] for r in results if r.get("comparison") and not r["comparison"]["compared"]]
-    if without:
-        rows += ["", f"Not compared (no executed copy in the CPU build): {len(without)} notebooks, "
-                     f"{', '.join(sorted(without)[:3])}{', ...' if len(without) > 3 else ''}."]
+    without = [r for r in results if r.get("comparison") and not r["comparison"]["compared"]]
+    stale = [r["notebook"] for r in without if r["comparison"]["cells_changed"]]
+    absent = [r["notebook"] for r in without if not r["comparison"]["cells_changed"]]
+    for names, why in [(absent, "no executed copy in the CPU build"),
+                       (stale, "edited since the CPU build ran them; make book, then compare again")]:
+        if names:
+            rows += ["", f"Not compared ({why}): {len(names)} notebooks, "
+                         f"{', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''}."]
     if details:
         rows += ["", "Differences:", ""] + details
     return "\n".join(rows)

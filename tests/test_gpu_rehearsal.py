@@ -118,14 +118,22 @@ def test_a_changed_greedy_continuation_and_glued_integer_are_found(tmp_path):
     assert ["code cell 3", "the sea was calm", "the sea was rough", "text"] in c.differences
 
 
-def test_a_number_beyond_the_tolerance_a_missing_glue_and_a_changed_cell(tmp_path):
+def test_a_number_beyond_the_tolerance_and_a_missing_glue(tmp_path):
     gpu = [CPU_CELLS[0], ("p = probs[paris]\nprint(f'p = {p:.4f}')", ["p = 0.7725"], {"ch_p": "0.80", "ch_new": "1"}),
-           CPU_CELLS[2], ("print(sampled.upper())", ["THE SEA WAS CALM"], {})]
+           CPU_CELLS[2], CPU_CELLS[3]]
     c = compare(tmp_path, gpu, rtol=1e-3)
-    assert c.glue["differs"] == 1 and c.glue["missing"] == 2          # ch_n only on the CPU, ch_new only on the GPU
-    assert c.cells_changed == 1 and c.lines["same"] == 3               # the changed cell is not compared
+    assert c.compared and c.glue["differs"] == 1 and c.glue["missing"] == 2   # ch_n on the CPU only, ch_new on the GPU
     why = next(d[3] for d in c.differences if d[0] == "glue ch_p")
     assert why.startswith("0.7725387215614319 vs 0.80")
+
+
+def test_a_notebook_edited_since_the_cpu_build_is_not_compared(tmp_path):
+    gpu = [*CPU_CELLS[:3], ("print(sampled.upper())", ["THE SEA WAS CALM"], {})]
+    c = compare(tmp_path, gpu)
+    assert not c.compared and c.cells_changed == 1 and c.differences == []
+    assert c.reference == "the CPU build ran an older version (1 code cells differ; run make book to compare)"
+    (tmp_path / "again").mkdir()
+    assert compare(tmp_path / "again", CPU_CELLS[:3]).cells_changed == 1      # a cell removed
 
 
 def test_cpu_glued_values_come_from_the_glue_file_or_the_outputs(tmp_path):
@@ -161,12 +169,16 @@ def test_comparison_table_counts_states_the_tolerance_and_lists_differences(tmp_
     gpu = [("out = generate(model, ids, 8)\nprint(repr(text))", ["' Lyon.\\n\\nThe answer is:'"], {"ch_greedy": "9"}),
            *CPU_CELLS[1:]]
     results = [dict(RESULTS[0], comparison=rehearsal.asdict(compare(tmp_path, gpu))),
-               dict(RESULTS[1], comparison=rehearsal.asdict(rehearsal.Comparison(reference="none", compared=False)))]
+               dict(RESULTS[1], comparison=rehearsal.asdict(rehearsal.Comparison(reference="none", compared=False))),
+               dict(RESULTS[0], notebook="chapters/01.ipynb",
+                    comparison=rehearsal.asdict(rehearsal.Comparison(compared=False, cells_changed=2)))]
     text = rehearsal.comparison_table(results, 1e-3, 1e-6)
     assert text.startswith("Tolerance: relative 0.001, absolute 1e-06")
     assert "| chapters/00_setup.ipynb | 3 | 0 | 0 | 1 | 3 | 0 | 1 | 0 | 0 |" in text
     assert "- chapters/00_setup.ipynb, code cell 0: CPU `' Paris.\\n\\nThe answer is:'`, GPU `' Lyon." in text
     assert "Not compared (no executed copy in the CPU build): 1 notebooks, practise/02_tokens_and_bpe.ipynb." in text
+    assert "Not compared (edited since the CPU build ran them; make book, then compare again): 1 notebooks, " \
+           "chapters/01.ipynb." in text
 
 
 def test_the_record_names_card_versions_date_and_holds_the_tables(tmp_path):
