@@ -1,6 +1,6 @@
 """Chapter 6 diagram: the feed-forward network read as a memory of neurons. Each neuron compares the
-token's vector with its key (a row of the first matrix); how strongly it fires decides how much of its
-value (a column of the second matrix) it adds to the output.
+token's vector with its key (a column of the first matrix, W_1 of shape (d, d_ff)); how strongly it fires decides how much of its
+value (a row of the second matrix) it adds to the output.
 
 Run from the repository root: python figures/ch06_ffn_idea.py
 writes figures/generated/ch06_ffn_idea.svg
