@@ -225,15 +225,17 @@ def test_inspection_on_a_gpu_model_takes_cpu_inputs(smol_both):
         generate_steered(cpu, tok, ids, vector, 10, 4.0, max_new_tokens=8)            # the steered text
 
     paris = tok.encode(" Paris")[0]
-    trace_gpu = causal_trace(gpu, tok, ids, " Paris", noise_positions=[0, 1, 2, 3], layers=[0, 10, 20])
-    trace_cpu = causal_trace(cpu, tok, ids, " Paris", noise_positions=[0, 1, 2, 3], layers=[0, 10, 20])
+    trace_gpu = causal_trace(gpu, tok, ids, paris, noise_positions=[0, 1, 2, 3], layers=[0, 10, 20])
+    trace_cpu = causal_trace(cpu, tok, ids, paris, noise_positions=[0, 1, 2, 3], layers=[0, 10, 20])
     close(trace_gpu.effect, trace_cpu.effect)
     close(direct_logit_attribution(gpu, tok, ids, paris).contributions,
           direct_logit_attribution(cpu, tok, ids, paris).contributions)
 
     prompts = ["I sat by the river bank", "I paid at the bank"]
     close(prompt_similarity(gpu, tok, prompts, layer=12), prompt_similarity(cpu, tok, prompts, layer=12))
-    close(neuron_activations(gpu, tok, prompt, 5, 100), neuron_activations(cpu, tok, prompt, 5, 100))
+    (tokens_gpu, acts_gpu), (tokens_cpu, acts_cpu) = (neuron_activations(m, tok, prompt, 5, 100) for m in (gpu, cpu))
+    assert tokens_gpu == tokens_cpu
+    close(acts_gpu, acts_cpu)
     assert patchscope(gpu, tok, ids, 8).text == patchscope(cpu, tok, ids, 8).text
     close(induction_scores(gpu, length=10, n_sequences=8), induction_scores(cpu, length=10, n_sequences=8))
     assert [t for t, _ in nearest_tokens(gpu, tok, " Paris", k=5)] == [t for t, _ in nearest_tokens(cpu, tok, " Paris", k=5)]
