@@ -1,4 +1,5 @@
-"""Chapter 8 diagram: one token followed through the whole stack of SmolLM2, with shapes.
+"""Chapter 8 diagram: the five tokens of "The capital of France is" through the whole stack of SmolLM2, with
+shapes; the last one, " is", highlighted from its token id to the prediction (" Paris", the top token in the run).
 
 Run from the repository root: python figures/ch08_token_path.py
 writes figures/generated/ch08_token_path.svg
@@ -45,10 +46,11 @@ def main():
         arrow(ax, x, rows["b0"] + 0.32, x, rows["dots"] - 0.25)
         arrow(ax, x, rows["dots"] + 0.25, x, rows["b29"] - 0.32)
         if not last:
-            # what attention reads from earlier positions flows into the last stream
-            ax.annotate("", xy=(xs[-1] - 0.56, rows["b0"] - 0.2), xytext=(x + 0.56, rows["b0"] - 0.2),
-                        arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
-                                        connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
+            # what attention reads from earlier positions flows into the last stream, in every block
+            for key in ("b0", "b29"):
+                ax.annotate("", xy=(xs[-1] - 0.56, rows[key] - 0.2), xytext=(x + 0.56, rows[key] - 0.2),
+                            arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
+                                            connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
     xl = xs[-1]
     box(ax, xl, rows["norm"], "final RMSNorm\n(576,)", STREAM, 1.7, 0.55, fontsize=7.5)
     arrow(ax, xl, rows["b29"] + 0.32, xl, rows["norm"] - 0.3)
@@ -57,10 +59,10 @@ def main():
     notes = [
         (rows["token"], "token id: one integer per position"),
         (rows["embed"], "look up one row of the (49,152 × 576) table"),
-        (rows["b0"], "block 0: x += attn(norm(x)), the only step that reads other positions (orange);\n"
-                     "then x += FFN(norm(x)), this position alone"),
-        (rows["b29"], "… 30 blocks in all, same shapes: (576,) in, (576,) out"),
-        (rows["norm"], "only the LAST position goes on to predict the next token"),
+        (rows["b0"], "block 0: x += attn(norm(x)), the only step that reads earlier positions\n"
+                     "(orange); then x += FFN(norm(x)), this position alone"),
+        (rows["b29"], "block 29, the last of 30: the same two steps, same shapes,\n(576,) in, (576,) out"),
+        (rows["norm"], "the next token is read from the LAST position only"),
         (rows["head"], "dot product with every row of the (tied) embedding table"),
     ]
     for y, text in notes:
