@@ -394,6 +394,13 @@ def clip(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def card_memory() -> int:
+    """Bytes of memory on cuda:0."""
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory
+
+
 def card_line() -> str:
     """The card, its memory, torch and CUDA versions (what a GPU table must say it ran on)."""
     import torch
@@ -420,8 +427,8 @@ def run_tests() -> tuple[bool, str]:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
                            "tests/test_gpu.py"], cwd=ROOT, capture_output=True, text=True)
     print(proc.stdout[-6000:] + proc.stderr[-2000:])
-    summary = next((line.strip("= ") for line in reversed(proc.stdout.splitlines()) if line.startswith("=")), "")
-    return proc.returncode == 0, summary or f"pytest exited with {proc.returncode}"
+    lines = [line.strip("= ") for line in proc.stdout.splitlines() if line.strip()]
+    return proc.returncode == 0, (lines[-1] if lines else "") or f"pytest exited with {proc.returncode}"
 
 
 def run_benchmark() -> tuple[bool, str]:
@@ -459,7 +466,6 @@ def kernel_environment(on_cpu: bool, threads: int) -> dict:
     env.pop("LLMLAB_BOOK_BUILD", None)               # as a reader runs it: the explorers compute
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     env["OMP_NUM_THREADS"] = str(threads)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if on_cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""             # torch sees no GPU: llmlab.load picks the CPU
     return env
@@ -505,10 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     if on_cpu:
         jobs, card = args.jobs or 1, "the CPU (GPU hidden from the kernels)"
     else:
-        import torch
-
-        jobs = args.jobs or default_jobs(torch.cuda.get_device_properties(0).total_memory, cpus)
-        card = card_line()
+        jobs, card = args.jobs or default_jobs(card_memory(), cpus), card_line()
     threads = max(1, cpus // jobs)
     full = not args.notebooks and not on_cpu and not args.notebooks_only
 

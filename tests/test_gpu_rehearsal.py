@@ -13,7 +13,6 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_rehearsal as rehearsal  # noqa: E402
 
 NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}      # torch sees no GPU, on any machine
@@ -281,3 +280,36 @@ def test_the_pipeline_on_the_cpu_with_two_tiny_notebooks(tmp_path):
     assert "broken.ipynb | " in report_md and "| **failed**: cell 1: ZeroDivisionError" in report_md
     assert "glue tiny_sum: CPU `7`, GPU `6` (integer 7 != 6)" in report_md
     assert not record.exists()
+
+
+def test_the_test_and_benchmark_summaries(monkeypatch):
+    pytest_out = ("....F\n=== short test summary info ===\nFAILED tests/test_gpu.py::test_x - AssertionError\n"
+                  "1 failed, 4 passed in 9.10s\n")
+    monkeypatch.setattr(rehearsal.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, pytest_out, ""))
+    assert rehearsal.run_tests() == (False, "1 failed, 4 passed in 9.10s")
+    monkeypatch.setattr(rehearsal.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 1, "== cuda ==\n",
+                                                                                                 "OutOfMemoryError"))
+    ok, text = rehearsal.run_benchmark()
+    assert not ok and text.startswith("== cuda ==\n") and "(exit 1)" in text and "OutOfMemoryError" in text
+
+
+def test_a_complete_run_on_cuda_writes_the_record(tmp_path, monkeypatch, capsys):
+    """What `make gpu` does on a GPU machine, with the machine's answers stood in for (the card, the tests,
+    the benchmark) and one tiny notebook as the whole book: every part runs and the record is written."""
+    folder = tmp_path / "chapters"
+    folder.mkdir()
+    nbformat.write(new_notebook(cells=[new_code_cell("print('ok')")]), folder / "tiny.ipynb")
+    monkeypatch.setattr(rehearsal, "notebooks_to_run", lambda names: [folder / "tiny.ipynb"])
+    monkeypatch.setattr(rehearsal, "cuda_problem", lambda: None)
+    monkeypatch.setattr(rehearsal, "card_memory", lambda: 80 * 2**30)
+    monkeypatch.setattr(rehearsal, "card_line", lambda: "NVIDIA H100 (79 GiB), torch 2.13.0, CUDA 12.8")
+    monkeypatch.setattr(rehearsal, "run_tests", lambda: (True, "19 passed in 95.00s"))
+    monkeypatch.setattr(rehearsal, "run_benchmark", lambda: (True, "  batch 1: llmlab ... 1.50x transformers\n"))
+    record = tmp_path / "record.md"
+    status = rehearsal.main(["--jobs", "1", "--out", str(tmp_path / "out"), "--cpu-build", str(tmp_path / "none"),
+                             "--record", str(record)])
+    assert status == 0, capsys.readouterr().out
+    text = record.read_text()
+    assert text.startswith("Recorded on ") and "on NVIDIA H100 (79 GiB), torch 2.13.0, CUDA 12.8, 1 notebooks" in text
+    assert "| tiny.ipynb |" in text.replace(str(folder) + "/", "") and "| passed |" in text
+    assert "19 passed in 95.00s" in text and "batch 1: llmlab ... 1.50x transformers" in text
