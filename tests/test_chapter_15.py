@@ -13,17 +13,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "15_logit_lens.ipynb"
+LAB = ROOT / "chapters" / "15_logit_lens_lab.ipynb"
 FOLDED = {"remove-cell", "hide-input", "hide-cell", "solution", "colab-setup"}
 
 
-def cells():
+def cells(page=CHAPTER):
     return [(c["cell_type"], "".join(c["source"]), set(c.get("metadata", {}).get("tags", [])))
-            for c in json.loads(CHAPTER.read_text())["cells"]]
+            for c in json.loads(page.read_text())["cells"]]
 
 
-def unfolded_markdown() -> str:
+def unfolded_markdown(page=CHAPTER) -> str:
     """The markdown a reader sees without opening anything (dropdowns and solutions left out)."""
-    text = "\n".join(source for kind, source, _ in cells() if kind == "markdown")
+    text = "\n".join(source for kind, source, _ in cells(page) if kind == "markdown")
     return re.sub(r"```\{(dropdown|solution)\}.*?\n```", "", text, flags=re.S)
 
 
@@ -49,14 +50,22 @@ def test_the_chapter_opens_with_the_idea_and_its_diagram_before_any_code():
                 for line in source.splitlines() if line.startswith("## ")]
     assert headings[:3] == ["## The idea in two minutes", "## The lens, by hand",
                             '## On the real model: when does " Paris" appear?']
-    assert sum("{dropdown}" in source for kind, source, _ in notebook if kind == "markdown") >= 2   # folded evidence
+    # the evidence is in the lab: KL and nats are taught there, intervals are drawn there, and the lesson uses neither
+    lesson = unfolded_markdown()
+    lab = unfolded_markdown(LAB)
+    assert lab.startswith("# Lab: ") and "{doc}`15_logit_lens`" in lab and "{doc}`appendix_evidence`" in lab
+    assert "{doc}`15_logit_lens_lab`" in lesson
+    assert "**Kullback-Leibler divergence**" in lab and "**nat**" in lab
+    for term in ["KL", "nats", "95%", "interval"]:
+        assert not re.search(rf"\b{term}\b", re.sub(r"\(data:image[^)]*\)", "", lesson)), term
 
 
-def test_visible_code_needs_nothing_from_the_hidden_cells():
+@pytest.mark.parametrize("page", [CHAPTER, LAB], ids=["lesson", "lab"])
+def test_visible_code_needs_nothing_from_the_hidden_cells(page):
     """A reader who copies the cells they see gets working code: no name used there is defined only in a
     removed cell, and glue() and assertions stay out of sight."""
     defined_hidden, defined_seen, used_seen = set(), set(), set()
-    for kind, source, tags in cells():
+    for kind, source, tags in cells(page):
         if kind != "code" or "colab-setup" in tags:
             continue
         tree = ast.parse(source)
@@ -78,7 +87,7 @@ def test_visible_code_needs_nothing_from_the_hidden_cells():
 
 
 def test_one_block_numbering_and_the_book_s_own_words():
-    text = unfolded_markdown()
+    text = unfolded_markdown() + unfolded_markdown(LAB)
     for phrase in ["relative depth", "row 0 = emb", "(row ", "the sources", "seed text", "seed lecture", "seed blog",
                    "source lecture", "hidden cell",
                    "earlier version", "first version", "to keep the chapter fast"]:
@@ -118,7 +127,7 @@ def test_token_states_reads_what_capture_reads():
     model = Transformer(ModelConfig.preset("tiny-llama")).eval()
     tok = CharTokenizer()
     tok.encode_batch = lambda texts: pad_left([tok.encode(t) for t in texts], 0)   # left padding, like llmlab
-    token_states = chapter_function("token_states", hook_name=hook_name, hooks=hooks)
+    token_states = chapter_function("token_states", hook_name=hook_name, hooks=hooks, capture=capture)
     texts = ["abcab", "ba", "cabbage"]
     last = token_states(model, tok, texts)                        # (L+1, 3, d)
     every = token_states(model, tok, texts, every_token=True)     # (L+1, n_tokens, d)
