@@ -16,7 +16,11 @@ import torch
 from llmlab.attention import causal_mask, scaled_dot_product_attention, sliding_window_mask
 
 ROOT = Path(__file__).resolve().parents[1]
-CHAPTERS = {n: next((ROOT / "chapters").glob(f"{n}_*.ipynb")) for n in ["10", "11", "12", "13"]}
+CHAPTERS = {n: next(p for p in sorted((ROOT / "chapters").glob(f"{n}_*.ipynb")) if not p.stem.endswith("_lab"))
+            for n in ["10", "11", "12", "13"]}   # the lessons
+# the labs beside them (NN_name_lab.ipynb), where a chapter has one
+LABS = {n: p.with_name(p.stem + "_lab.ipynb") for n, p in CHAPTERS.items() if p.with_name(p.stem + "_lab.ipynb").exists()}
+PAGES = {**{n: p for n, p in CHAPTERS.items()}, **{n + " lab": p for n, p in LABS.items()}}
 NOTATION = ROOT / "chapters" / "appendix_notation.ipynb"
 
 
@@ -219,15 +223,15 @@ assert mine["seconds"] > 0
     assert flagged == ["assert slow[0] < 2 * slow[1]", "assert mine['seconds'] > 0"]
 
 
-@pytest.mark.parametrize("number", sorted(CHAPTERS))
+@pytest.mark.parametrize("number", sorted(PAGES))
 def test_no_assertion_depends_on_a_clock(number):
-    assert clock_dependent_assertions(CHAPTERS[number]) == []
+    assert clock_dependent_assertions(PAGES[number]) == []
 
 
 # ---------------------------------------------------------------------------------------------
 # Numbers in the prose are glued, and every glued name exists.
 
-@pytest.mark.parametrize("path", list(CHAPTERS.values()) + [NOTATION], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", list(PAGES.values()) + [NOTATION], ids=lambda p: p.stem)
 def test_every_name_the_prose_quotes_is_glued(path):
     code = "\n".join(cells(path))
     prose = "\n".join(cells(path, "markdown"))
@@ -241,7 +245,7 @@ def test_every_name_the_prose_quotes_is_glued(path):
 # ---------------------------------------------------------------------------------------------
 # Device safety: token ids handed to a model are built on the model's device.
 
-@pytest.mark.parametrize("path", list(CHAPTERS.values()) + [NOTATION], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", list(PAGES.values()) + [NOTATION], ids=lambda p: p.stem)
 def test_token_ids_are_built_on_a_device(path):
     for source in cells(path):
         for call in re.findall(r"torch\.tensor\(\[[^\n]*?encode\([^\n]*", source):
@@ -251,7 +255,7 @@ def test_token_ids_are_built_on_a_device(path):
 
 
 def test_chapter_11_measures_memory_on_the_tensors_device():
-    source = "\n".join(cells(CHAPTERS["11"]))
+    source = "\n".join(cells(LABS["11"]))                      # the lab measures memory
     assert "def peak_memory(fn, device" in source
     assert "llmlab.get_device().type" not in source          # the old helper looked at the library's device
     calls = re.findall(r"peak_memory\((.*)\)", source)
@@ -263,8 +267,9 @@ def test_chapter_11_measures_memory_on_the_tensors_device():
 # The functions chapters define inline, run against llmlab and against hand computations.
 
 def chapter_function(number, name, **extra):
-    """Compile the function `name` that chapter `number` defines (only the def, nothing else)."""
-    for tree in parsed_cells(CHAPTERS[number]):
+    """Compile the function `name` that chapter `number` defines in its lesson or its lab (only the def)."""
+    pages = [CHAPTERS[number]] + ([LABS[number]] if number in LABS else [])
+    for tree in [tree for page in pages for tree in parsed_cells(page)]:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 namespace = {"torch": torch, "math": math, "causal_mask": causal_mask,
@@ -485,7 +490,8 @@ def test_chapter_13_prints_no_generator():
 
 def test_chapter_11_keeps_its_build_machinery_out_of_sight():
     """Visible code is code a reader runs: glue() calls, asserts that pin a sentence and the profiler's
-    plumbing (os.dup2) sit in hidden or folded cells; the prose names no unseen sources or hidden cells."""
+    plumbing (os.dup2) sit in hidden or folded cells in the lesson (the lab shows its measuring equipment:
+    the shown-cells rule); the prose names no unseen sources or hidden cells."""
     for number, cell in enumerate(json.loads(CHAPTERS["11"].read_text())["cells"]):
         source, tags = "".join(cell["source"]), cell.get("metadata", {}).get("tags", [])
         if cell["cell_type"] == "code":   # glue() and the book-wide phrases: tests/test_book.py
@@ -501,7 +507,30 @@ def test_chapter_13_opens_with_the_ramp_and_prints_no_library_source():
     prose = "\n".join(cells(CHAPTERS["13"], "markdown"))
     order = [prose.find(h) for h in ["## The idea in two minutes", "## By hand", "## The headline"]]
     assert -1 not in order and order == sorted(order)
-    assert len(re.findall(r"```\{dropdown\} Evidence", prose)) >= 2
+    # the evidence (the MLM training, the alignment's interval, the scores counted through the hooks) is in the lab
+    lab_prose = "\n".join(cells(LABS["13"], "markdown"))
+    assert "## Counting the scores through the hooks" in lab_prose and "mean_ci(" in "\n".join(cells(LABS["13"]))
+    # the lesson says how layers are matched before it compares the designs, and defines both counts
+    assert "how the layers are matched" in prose and "equal depth" in prose
     code = "\n".join(cells(CHAPTERS["13"]))
     assert "show_source" not in code and "inspect.getsource(DecoderBlock)" not in code
     assert not re.search(r"""f["']decoder\.\{""", code)           # hook points found with select_names
+
+
+def test_chapter_13_score_counts_depend_on_how_layers_are_matched():
+    """The lesson's two counts, against the masks themselves, and the ratios its prose and exercise quote:
+    one decoder-only layer per encoder-decoder pair computes 20% fewer scores at N = M, equal depth 1.60
+    times as many (1.04 for the 12 + 12-layer summariser)."""
+    enc_dec = chapter_function("13", "enc_dec_scores")
+    dec_only = chapter_function("13", "dec_only_scores")
+    for N, M in [(3, 2), (5, 5), (7, 1), (1, 9)]:
+        allowed = (int(torch.ones(N, N).sum()) + int(causal_mask(M).sum())     # encoder square, causal half
+                   + int(torch.ones(M, N).sum()))                              # cross rectangle
+        assert enc_dec(N, M, 1, 1) == allowed
+        assert dec_only(N, M, 1) == int(causal_mask(N + M).sum())
+        assert enc_dec(N, M, 3, 2) == 3 * N * N + 2 * (int(causal_mask(M).sum()) + M * N)
+    assert round(dec_only(1000, 1000, 1) / enc_dec(1000, 1000, 1, 1), 2) == 0.80     # one layer per pair
+    assert round(dec_only(1000, 1000, 2) / enc_dec(1000, 1000, 1, 1), 2) == 1.60     # equal depth
+    assert round(dec_only(8000, 300, 24) / enc_dec(8000, 300, 12, 12), 2) == 1.04    # the summariser
+    prose = "\n".join(cells(CHAPTERS["13"], "markdown"))
+    assert "20% fewer" not in prose and "{glue:text}`depth_ratio" in prose and "{glue:text}`pair_fewer" in prose
