@@ -15,9 +15,10 @@ from _svg import save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch10_prefill_decode.svg")
 PROMPT, NEW, CACHE, ACTIVE = "#4c72b0", "#dd8452", "#c8d6e8", "#55a868"
-PROMPT_TOKENS = ["The", "KV", "cache", "stores"]
-NEW_TOKENS = ["the", "most", "used"]     # fed back in, one per decode step
-OUTPUTS = NEW_TOKENS + ["data"]           # what each step predicts
+# SmolLM2's own greedy run in chapter 10: the prompt is 4 tokens, and the lesson asserts the next three.
+PROMPT_TOKENS = ["The", "cache", "stores", "keys"]
+NEW_TOKENS = ["that", "are", "not"]       # fed back in, one per decode step
+OUTPUTS = NEW_TOKENS + ["already"]        # what each step predicts
 
 
 def cell(ax, x, y, colour, text="", w=0.9, h=0.6, text_colour="white"):
