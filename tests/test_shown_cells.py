@@ -42,7 +42,6 @@ KNOWN_NAMES = set(dir(builtins)) | IPYTHON_NAMES
 KNOWN_DEBT = {
     "10b_how_weights_are_stored.ipynb": {"bandwidth", "best_of", "bytes_per_token", "describe", "logits_with_rounded_weights", "schemes", "texts"},
     "12_training.ipynb": {"V_toy", "att", "best_head", "best_layer", "model", "seqs", "tok", "train_data", "val_data", "vocab"},
-    "16_steering_and_patchscopes.ipynb": {"NAMES", "NEUTRAL", "RANDOM", "describe", "forest", "full_states", "last_only_states", "scores", "sea_ids"},
 }
 
 
