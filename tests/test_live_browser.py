@@ -407,3 +407,51 @@ def test_the_tokens_view_needs_only_the_tokenizer_and_names_characters(tmp_path,
     assert model == "idle"                                   # the 120 MB model was never loaded
     pieces = [t for t in show_token_ids(tokenizer, ids) if "<" in t]
     assert pieces and set(chars) == {"国", "王", " 龘"}         # byte pieces grouped under their character (🙂 is whole)
+
+
+def test_the_sampling_view_writes_and_chats(smol, page):
+    """The Write box under the sampling view streams greedy text equal to llmlab.generate's; Stop ends it."""
+    model, tokenizer = smol
+    page.evaluate(RUN_VIEW % ("sampling", json.dumps("The capital of France is")), timeout=300)
+    out = page.evaluate("""(async () => {
+      const box = document.querySelector('div.llmlab-view.llmlab-sampling [data-writer=write]');
+      box.querySelector('[data-name=writer-prompt]').value = 'The capital of France is';
+      const t = box.querySelector('[data-name=writer-temperature]'); t.value = '0'; t.dispatchEvent(new Event('input'));
+      box.querySelector('[data-action=write]').click();
+      const start = performance.now();
+      while (!/^Done|^Stopped/.test(box.querySelector('.llmlab-live-status').textContent)) {
+        if (performance.now() - start > 280000) throw new Error(box.querySelector('.llmlab-live-status').textContent);
+        await new Promise(r => setTimeout(r, 100));
+      }
+      return {text: [...box.querySelectorAll('.llmlab-written-token')].map(s => s.textContent).join(''),
+              status: box.querySelector('.llmlab-live-status').textContent,
+              chat: !!document.querySelector('div.llmlab-view.llmlab-sampling [data-writer=chat] [data-action=ask]')};
+    })()""", timeout=300)
+    ids = tokenizer.encode("The capital of France is")
+    want = llmlab.generate(model, torch.tensor([ids]), max_new_tokens=60, eos_token_id=0)[0, len(ids):].tolist()
+    assert out["text"] == tokenizer.decode([i for i in want if i != 0])
+    assert "ms per token" in out["status"] and out["chat"]
+
+
+def test_the_cache_view_writes_the_same_text_both_ways(tmp_path):
+    from llmlab.visualization import WriteView
+
+    browser, page = open_static(tmp_path, WriteView("cache", prompt="The capital of France is", max_new_tokens=6).to_html())
+    try:
+        out = page.evaluate("""(async () => {
+          const root = document.querySelector('div.llmlab-view.llmlab-write');
+          root.querySelector('[data-action=race]').click();
+          const note = root.querySelector('[data-name=cache-numbers]'), start = performance.now();
+          while (!note.hasAttribute('data-cache-ms')) {
+            if (performance.now() - start > 280000) throw new Error(root.querySelector('.llmlab-live-status').textContent);
+            await new Promise(r => setTimeout(r, 100));
+          }
+          return {status: root.querySelector('.llmlab-live-status').textContent, note: note.textContent,
+                  lines: root.querySelectorAll('svg line').length};
+        })()""", timeout=300)
+    finally:
+        browser.close()
+    assert out["status"].startswith("The same text both ways")
+    # 5 + 6 tokens - 1 in the cache after the last step: 2 x 30 blocks x 3 heads x 64 x 4 bytes each
+    assert f"holds {2 * 30 * 3 * 64 * 4 * 10 // 1024:,} KiB" in out["note"].replace(",", ",")
+    assert out["lines"] > 4                                  # the axes and both series

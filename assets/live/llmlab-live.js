@@ -887,7 +887,7 @@
       var random = generator(m.seed === null ? Math.floor(Math.random() * 4294967296) : m.seed);
       var seen = new Uint8Array(d.V);
       ids.forEach(function (id) { seen[id] = 1; });
-      var all = ids.slice(), written = [], steps = [], stopped = "length", text_ = "";
+      var all = ids.slice(), written = [], steps = [], stopped = "length", text_ = "", shownText = "";
       var t0 = performance.now();
       var out = await forward(ids, null, m.headMask, m.steer, 0, [d.L * ids.length + ids.length - 1], 0);
       var prefillMs = performance.now() - t0, stepMs = prefillMs;
@@ -897,13 +897,16 @@
         seen[c.id] = 1;
         var done = eos.indexOf(c.id) >= 0;
         if (!done) written.push(c.id);
-        var full = tokenizer.decode(written), piece = full.slice(text_.length);
-        var hit = -1;
+        var full = tokenizer.decode(written), hit = -1;
         m.stop.forEach(function (s) { var at = full.indexOf(s); if (at >= 0 && (hit < 0 || at < hit)) hit = at; });
-        if (hit >= 0) { full = full.slice(0, hit); piece = full.slice(Math.min(text_.length, full.length)); }
+        if (hit >= 0) full = full.slice(0, hit);
+        // stream only whole characters: a character cut between two tokens decodes as U+FFFD until its last piece
+        var whole = hit >= 0 || done || step === m.maxNewTokens - 1 ? full : full.replace(/\uFFFD+$/, "");
+        var piece = whole.length > shownText.length ? whole.slice(shownText.length) : "";
+        if (whole.length > shownText.length) shownText = whole;
         text_ = full;
         var S = all.length - 1;                            // keys in the cache once this token's step ran
-        self.postMessage({ id: m.id, event: { index: step, id: c.id, token: vocab[c.id], text: done ? "" : piece,
+        self.postMessage({ id: m.id, event: { index: step, id: c.id, token: vocab[c.id], text: piece,
           p: c.p, pModel: c.pModel, kept: c.kept, ms: stepMs, cacheTokens: m.cache ? S : 0,
           cacheBytes: m.cache ? 2 * d.L * d.KV * S * d.hd * 4 : 0 } });
         if (done) { stopped = "eos"; break; }

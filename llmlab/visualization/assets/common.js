@@ -306,7 +306,8 @@ window.llmlab.views = window.llmlab.views || {};
     var back = L.el('button', {type: 'button', 'data-action': 'show-book'}, "back to the book's view");
     back.hidden = true;
     var status = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-      'Type any prompt and press "Run live": SmolLM2-135M runs in this page (the first run loads about 120 MB).');
+      'Type any prompt of up to 256 tokens and press "Run live": SmolLM2-135M runs in this page (the first run ' +
+      'loads about 120 MB; the next chapters reuse it where the browser keeps it).');
     bar.appendChild(input);
     bar.appendChild(run);
     bar.appendChild(back);
