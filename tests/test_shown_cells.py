@@ -40,7 +40,6 @@ KNOWN_NAMES = set(dir(builtins)) | IPYTHON_NAMES
 
 # Pages written before the rule, with the names their shown cells read from hidden cells (see the docstring).
 KNOWN_DEBT = {
-    "10b_how_weights_are_stored.ipynb": {"bandwidth", "best_of", "bytes_per_token", "describe", "logits_with_rounded_weights", "schemes", "texts"},
 }
 
 
