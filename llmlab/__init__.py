@@ -11,7 +11,7 @@ if "torch" not in _sys.modules:
 from llmlab.checks import as_ids
 from llmlab.config import ModelConfig
 from llmlab.convert import convert_hf_checkpoint, from_hf
-from llmlab.devices import available_devices, get_device, get_dtype, synchronize, timed
+from llmlab.devices import available_devices, get_device, get_dtype, memory_bandwidth, synchronize, timed
 from llmlab.generation import beam_search, decode_step, generate, prefill
 from llmlab.kvcache import kv_cache_bytes
 from llmlab.loading import load
@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = ["ModelConfig", "Transformer", "load", "from_hf", "convert_hf_checkpoint", "generate", "prefill",
            "decode_step", "beam_search", "kv_cache_bytes", "as_ids", "get_device", "get_dtype", "available_devices",
-           "synchronize", "timed", "show_source"]
+           "synchronize", "timed", "memory_bandwidth", "show_source"]
 
 
 def __getattr__(name: str):

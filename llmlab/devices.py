@@ -131,3 +131,47 @@ def _device_of(device) -> torch.device:
         first = next(device.parameters(), None)
         return first.device if first is not None else torch.device("cpu")
     return get_device(device)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bandwidth:
+    gb_per_s: float     # the matrix's bytes over its fastest read, in GB/s (1e9 bytes per second)
+    fastest: float      # seconds of that fastest read
+    spread: float       # a typical read (the median) over the fastest: how noisy the machine was
+    reads: int          # how many single reads were timed
+    threads: int        # torch's CPU threads during the measurement: one thread reaches only part of a CPU's bandwidth
+
+    def __repr__(self) -> str:
+        return (f"Bandwidth({self.gb_per_s:.1f} GB/s: fastest of {self.reads} reads, a typical read "
+                f"{self.spread:.2f}x slower, {self.threads} thread(s))")
+
+
+def memory_bandwidth(device=None, matrix: torch.Tensor | None = None, repeats: int = 15) -> Bandwidth:
+    """How fast this device reads memory: the fastest of many single reads of a large matrix.
+
+    Three ways of reading every element once are each timed `repeats` times (after a warm-up): a plain
+    sum, a matrix-vector product W @ x, and the same product as a one-column matrix product W @ X (the
+    T = 1 point of a roofline). A rate is what bytes *can* do, so the fastest read counts; because the
+    one-column product is among the reads, no such product measured on the same matrix can beat the
+    roof. matrix: the matrix to read (default: 4096 x 4096 float32 = 64 MiB, larger than most CPU
+    caches). The spread (median read over the fastest) and torch's thread count come with the number.
+
+    >>> b = memory_bandwidth("cpu", matrix=torch.ones(256, 256), repeats=2)
+    >>> b.reads, b.gb_per_s > 0, b.spread >= 1
+    (6, True, True)
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1; got {repeats!r}.")
+    device = _device_of(matrix if matrix is not None else device)
+    if matrix is None:
+        matrix = torch.randn(4096, 4096, device=device)
+    if not isinstance(matrix, torch.Tensor) or matrix.dim() != 2 or not matrix.is_floating_point():
+        raise ValueError("memory_bandwidth(matrix=...) reads a 2-D floating-point tensor; got "
+                         f"{type(matrix).__name__} {tuple(getattr(matrix, 'shape', ()))}. Pass e.g. torch.randn(4096, 4096).")
+    x = torch.randn(matrix.shape[1], device=matrix.device, dtype=matrix.dtype)
+    jobs = [lambda: matrix.sum(), lambda: matrix @ x, lambda: matrix @ x[:, None]]
+    seconds = [s for fn in jobs for s in timed(fn, matrix.device, repeats=repeats).seconds]
+    fastest = min(seconds)
+    n_bytes = matrix.numel() * matrix.element_size()
+    return Bandwidth(gb_per_s=n_bytes / fastest / 1e9, fastest=fastest, spread=statistics.median(seconds) / fastest,
+                     reads=len(seconds), threads=torch.get_num_threads())

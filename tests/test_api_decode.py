@@ -367,6 +367,33 @@ def test_timed_errors_are_clear():
         devices.timed(lambda: None, "cpu", warmup=-1)
 
 
+def test_memory_bandwidth_is_the_fastest_of_three_reads(monkeypatch):
+    """Bytes over the fastest read, with the spread, the read count and the threads; the three jobs read
+    the given matrix (a sum, W @ x and the one-column product W @ X)."""
+    W = torch.randn(1000, 250)                                  # 1,000,000 bytes in float32
+    calls, per_job = [], iter([(0.004, 0.003), (0.002, 0.005), (0.010, 0.001)])
+
+    def fake_timed(fn, device, repeats):
+        calls.append(tuple(fn().shape))                          # what the job computed
+        s = next(per_job)
+        return devices.Timing(s, min(s), statistics.median(s))
+
+    monkeypatch.setattr(devices, "timed", fake_timed)
+    b = devices.memory_bandwidth(matrix=W, repeats=2)
+    assert calls == [(), (1000,), (1000, 1)]                    # sum, W @ x, W @ X with one column
+    assert b.fastest == pytest.approx(0.001) and b.gb_per_s == pytest.approx(1e6 / 0.001 / 1e9)
+    assert b.reads == 6 and b.threads == torch.get_num_threads()
+    assert b.spread == pytest.approx(statistics.median([0.004, 0.003, 0.002, 0.005, 0.010, 0.001]) / 0.001)
+    assert "GB/s" in repr(b) and "6 reads" in repr(b)
+
+
+def test_memory_bandwidth_errors_are_clear():
+    with pytest.raises(ValueError, match="2-D floating-point tensor"):
+        devices.memory_bandwidth(matrix=torch.ones(4, dtype=torch.int64))
+    with pytest.raises(ValueError, match="repeats must be a whole number >= 1"):
+        devices.memory_bandwidth(matrix=torch.ones(4, 4), repeats=0)
+
+
 def test_quantize_times_its_kernels_with_timed(monkeypatch):
     from llmlab import quantize
 
