@@ -15,7 +15,8 @@ from llmlab.inspection import ablate, capture, logit_lens
 from llmlab.inspection.capture import hooks
 from llmlab.inspection.steering import mean_resid, steer, steering_vector
 from llmlab.live import CONTEXT, LIVE_OUTPUTS, export_onnx, run_onnx
-from llmlab.live.export import CHUNK_BYTES, Q4_1_BLOCK, Q8_0_BLOCK, expand_blocks, raw_blocks, smollm2_gguf_path
+from llmlab.live.blocks import Q4_1_BLOCK, Q8_0_BLOCK, expand_blocks, raw_blocks, smollm2_gguf_path
+from llmlab.live.export import CHUNK_BYTES
 from llmlab.live.site import decode_15bit, encode_15bit
 
 PROMPTS = ["The Eiffel Tower is in the city of", "我喜欢喝茶，因为"]

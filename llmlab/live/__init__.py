@@ -6,6 +6,7 @@ what that needs, from the same GGUF file llmlab loads:
     export.py   the model as an ONNX graph written node by node from llmlab's config, keeping
                 the file's own 4- and 8-bit numbers (no re-quantization), with the outputs the
                 views show: next-token probabilities, every attention pattern, the logit lens.
+    blocks.py   the GGUF file's Q4_1 and Q8_0 blocks, and their expansion to float32 (as gguf.quants).
     site.py     the files a static page can load from file:// or any web server (the graph and
                 its weights in script files of at most 50 MB, the tokenizer), rebuilt only when
                 their inputs change.

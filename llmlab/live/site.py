@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from llmlab.live.export import CONTEXT, LENS_K, MAX_TOKENS, export_onnx, smollm2_config, smollm2_gguf_path
+from llmlab.live.blocks import smollm2_config, smollm2_gguf_path
+from llmlab.live.export import CONTEXT, LENS_K, MAX_TOKENS, export_onnx
 
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 MAX_FILE_BYTES = 50_000_000      # what common static hosts accept comfortably
