@@ -16,9 +16,9 @@ shown: it is the code the reader writes, and the practise copy asks for exactly 
    failing on any error. Run for chapter 1's lesson and lab here, and for every page with
    LLMLAB_SHOWN_ALL=1 (slow: each page loads its models).
 
-Chapters 9-16 were written before this rule; their readers' NameErrors are listed in KNOWN_DEBT with
-the names, as strict expected failures: fixing one turns its xfail into a failure that asks for its
-entry to go, and a page whose debt grows fails outright.
+KNOWN_DEBT lists a page whose shown cells still read names they do not define, with those names, as a
+strict expected failure: fixing it turns its xfail into a failure that asks for its entry to go, and a
+page whose debt grows fails outright. It is empty: every page passes.
 """
 from __future__ import annotations
 
