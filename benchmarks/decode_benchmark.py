@@ -40,21 +40,9 @@ PROMPT = "In a quiet village at the edge of the forest, an old clockmaker spent 
 NEW_TOKENS = 100
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, device, repeats: int) -> float:
-    """Median wall time of fn() over `repeats` runs (after the caller's warm-up)."""
-    times = []
-    for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    """Median wall time of fn() over `repeats` runs (after the caller's warm-up): llmlab.timed's median."""
+    return llmlab.timed(fn, device, repeats=repeats, warmup=0).median
 
 
 def timed_pair(fn_a, fn_b, device, repeats: int) -> tuple[float, float]:

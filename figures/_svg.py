@@ -15,3 +15,15 @@ def save_svg(fig, out: Path, **savefig_kwargs) -> None:
         fig.savefig(out, format="svg", metadata={"Date": None}, **savefig_kwargs)
     fig.savefig(out.with_suffix(".png"), format="png", dpi=150, metadata={"Software": None}, **savefig_kwargs)
     print(f"wrote {out} and its .png")
+
+
+def check_text_fits(fig, boxes, labels, figure: str, margin_px: float = 4.0) -> None:
+    """Refuse to write a figure whose text runs over the edge of its box (boxes[i] holds the texts labels[i])."""
+    renderer = fig.canvas.get_renderer()
+    for box, texts in zip(boxes, labels):
+        frame = box.get_window_extent(renderer)
+        for text in texts:
+            extent = text.get_window_extent(renderer)
+            if extent.x0 < frame.x0 + margin_px or extent.x1 > frame.x1 - margin_px:
+                raise SystemExit(f"{figure}: the text {text.get_text()!r} is wider than its box; "
+                                 "widen the boxes or shorten the text")

@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import check_text_fits, save_svg  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch01_pipeline.svg")
 
@@ -64,19 +64,8 @@ def main() -> None:
     ax.set_xlim(-0.1, total + 0.1)
     ax.set_ylim(-0.15, drop + height + 0.75)
     ax.axis("off")
-    check_text_fits(fig, boxes, labels)
+    check_text_fits(fig, boxes, labels, OUT.stem)
     save_svg(fig, OUT, bbox_inches="tight")
-
-
-def check_text_fits(fig, boxes, labels, margin_px: float = 4.0) -> None:
-    """Refuse to write a figure whose text runs over the edge of its box."""
-    renderer = fig.canvas.get_renderer()
-    for box, texts in zip(boxes, labels):
-        frame = box.get_window_extent(renderer)
-        for text in texts:
-            extent = text.get_window_extent(renderer)
-            if extent.x0 < frame.x0 + margin_px or extent.x1 > frame.x1 - margin_px:
-                raise SystemExit(f"ch01_pipeline: the text {text.get_text()!r} is wider than its box")
 
 
 if __name__ == "__main__":
