@@ -4,9 +4,9 @@
   JavaScript SyntaxError on every page) and names a CDN; the book does not use thebe, so its
   scripts are dropped from every page.
 - assets/llmlab-book.css (copied into _static/ with the vendored files) is added to every page.
-- Glossary links: in each chapter, every term that chapter introduces (the terms of
-  glossary/chNN.yml) links once to the term's entry in the glossary appendix: where the chapter
-  defines it in bold, else at its first use in the text. The links are
+- Glossary links: on each chapter's lesson and lab, every term that page teaches (the terms of
+  glossary/chNN.yml whose `taught_in` names it) links once to the term's entry in the glossary
+  appendix: where the page defines it in bold, else at its first use in the text. The links are
   made here, at build time, so the notebooks stay plain; they are ordinary Sphinx term references,
   so a term missing from the glossary is a build warning (and -W makes it an error).
 """
@@ -45,7 +45,7 @@ def _glossary_module():
 
 
 def _chapter_terms(app) -> dict:
-    """chapter number -> [(entry name, glossary term, in-text forms)], longest names first."""
+    """(chapter number, "lesson" or "lab") -> [(entry name, glossary term, in-text forms)], longest names first."""
     if not hasattr(app, "_llmlab_terms"):
         terms = {}
         if (ROOT / "glossary").is_dir():
@@ -118,7 +118,8 @@ def link_glossary_terms(app, doctree):
     if not match or GLOSSARY_DOC not in app.env.found_docs:
         return
     number = match.group(1)
-    for name, term, forms in _chapter_terms(app).get(int(number) if number.isdigit() else number.lstrip("0"), []):
+    page = (int(number) if number.isdigit() else number.lstrip("0"), "lab" if docname.endswith("_lab") else "lesson")
+    for name, term, forms in _chapter_terms(app).get(page, []):
         pattern = _pattern(name, forms)
         best = None
         for text in doctree.findall(nodes.Text):

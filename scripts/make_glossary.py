@@ -1,7 +1,11 @@
 """Write chapters/appendix_glossary.md from the per-chapter term lists in glossary/chNN.yml.
 
-Each chapter adds its terms as a YAML list of {en, zh, definition}; `make book` runs this script
-before the build, so the glossary always holds exactly the terms the chapters define.
+Each chapter adds its terms as a YAML list of {en, zh, definition, taught_in}; `make book` runs this
+script before the build, so the glossary always holds exactly the terms the chapters define.
+
+- `taught_in` says which page of the chapter teaches the term: `lesson` (NN_name.ipynb, the newcomer's
+  path) or `lab` (NN_name_lab.ipynb, the evidence). The glossary links that page, and
+  tests/test_glossary.py checks that the term really appears in its text.
 
 - One entry per term: entries that name the same thing ("LM head" and "LM head (unembedding)",
   "contextual embedding" and "contextualized embedding") are merged into the first chapter's entry,
@@ -56,13 +60,22 @@ def chapter_id(text: str):
     return int(text) if text.isdigit() else text.lstrip("0")
 
 
-def chapter_files() -> dict:
-    """chapter number -> the notebook's file name (without the folder)."""
-    files = {}
-    for path in sorted((ROOT / "chapters").glob("[0-9][0-9]*_*.ipynb")):
-        if not path.stem.endswith("_lab"):          # the lesson teaches the terms; its lab only uses them
-            files[chapter_id(path.name.split("_", 1)[0])] = path.name
-    return files
+PAGES = ("lesson", "lab")
+
+
+def page_of(stem: str):
+    """(chapter number, "lesson" or "lab") of a notebook's name.
+
+    >>> page_of("01_a_model_is_a_function_lab"), page_of("10b_how_weights_are_stored")
+    ((1, 'lab'), ('10b', 'lesson'))
+    """
+    return chapter_id(stem.split("_", 1)[0]), "lab" if stem.endswith("_lab") else "lesson"
+
+
+def chapter_files(root: Path = ROOT) -> dict:
+    """(chapter number, "lesson" or "lab") -> the notebook's file name (without the folder)."""
+    return {page_of(path.stem): path.name
+            for path in sorted((root / "chapters").glob("[0-9][0-9]*_*.ipynb"))}
 
 
 def load_entries(root: Path = ROOT) -> list:
@@ -71,59 +84,71 @@ def load_entries(root: Path = ROOT) -> list:
     for path in sorted((root / "glossary").glob("ch*.yml")):
         chapter = chapter_id(path.stem.removeprefix("ch"))
         for entry in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
-            missing = {"en", "zh", "definition"} - set(entry)
+            missing = {"en", "zh", "definition", "taught_in"} - set(entry)
             if missing:
-                sys.exit(f"{path}: the entry {entry!r} lacks {', '.join(sorted(missing))}")
+                sys.exit(f"{path}: the entry {entry!r} lacks {', '.join(sorted(missing))}; every entry needs "
+                         f"en, zh, definition and taught_in (lesson or lab: the page of the chapter that teaches it)")
+            if entry["taught_in"] not in PAGES:
+                sys.exit(f"{path}: the entry {entry['en']!r} has taught_in: {entry['taught_in']!r}; expected "
+                         f"'lesson' or 'lab', the page of chapter {chapter} whose text teaches the term")
             entries.append({**entry, "en": str(entry["en"]).strip(), "chapter": chapter})
     return entries
 
 
 def load_terms(root: Path = ROOT) -> list:
-    """Merged terms, sorted by name: {en, zh, definition, chapter, names (other names), chapters}."""
+    """Merged terms, sorted by name: {en, zh, definition, chapter, taught_in, names (other names), chapters,
+    pages}; `pages` lists (chapter, "lesson" or "lab") of every entry, the first one where it is taught."""
     terms = {}
     for entry in load_entries(root):
         key = normalise(entry["en"])
         if key not in terms:  # the first chapter to define it wins
-            terms[key] = {**entry, "names": [], "chapters": [entry["chapter"]]}
+            terms[key] = {**entry, "names": [], "chapters": [entry["chapter"]],
+                          "pages": [(entry["chapter"], entry["taught_in"])]}
             continue
         term = terms[key]
         if entry["en"].lower() != term["en"].lower() and entry["en"] not in term["names"]:
             term["names"].append(entry["en"])
         if entry["chapter"] not in term["chapters"]:
             term["chapters"].append(entry["chapter"])
+        if (entry["chapter"], entry["taught_in"]) not in term["pages"]:
+            term["pages"].append((entry["chapter"], entry["taught_in"]))
     return sorted(terms.values(), key=lambda t: t["en"].lower())
 
 
 def chapter_terms(root: Path = ROOT) -> dict:
-    """chapter number -> [(the entry's name, the glossary term it links to, other words the chapter's prose
-    uses for it)]. The optional `in_text` list of an entry gives those words ("decoder-only" for
-    "decoder-only model") when the prose never writes the name in full."""
+    """(chapter number, "lesson" or "lab") -> [(the entry's name, the glossary term it links to, other words
+    the page's prose uses for it)]: the terms each page teaches. The optional `in_text` list of an entry
+    gives those words ("decoder-only" for "decoder-only model") when the prose never writes the name in
+    full."""
     merged = {normalise(t["en"]): t["en"] for t in load_terms(root)}
     out = {}
     for entry in load_entries(root):
         forms = [str(f) for f in entry.get("in_text", [])]
-        out.setdefault(entry["chapter"], []).append((entry["en"], merged[normalise(entry["en"])], forms))
+        out.setdefault((entry["chapter"], entry["taught_in"]), []).append(
+            (entry["en"], merged[normalise(entry["en"])], forms))
     return out
 
 
 def render(terms: list, files: dict) -> str:
-    def chapter_link(n):
-        return f"[chapter {n}]({files[n]})" if n in files else f"chapter {n}"
+    def page_link(chapter, page):
+        words = f"the {page} of chapter {chapter}"
+        return f"[{words}]({files[chapter, page]})" if (chapter, page) in files else words
 
     lines = [
         "# Glossary 术语表",
         "",
-        "Every term the chapters introduce, in English and Chinese, with the chapter that explains it. "
-        "In each chapter, the first use of a term links here.",
+        "Every term the chapters introduce, in English and Chinese, with the page that teaches it: a chapter's "
+        "lesson (the path through the book) or its lab (the evidence). On that page, the first use of the term "
+        "links here.",
         "",
         "```{glossary}",
     ]
     for term in terms:
         lines.append(term["en"])
         also = f" Also called: {', '.join(plain(n) for n in term['names'])}." if term["names"] else ""
-        where = "Introduced in " + chapter_link(term["chapters"][0])
-        if len(term["chapters"]) > 1:
-            where += "; see also " + ", ".join(chapter_link(n) for n in term["chapters"][1:])
+        where = "Taught in " + page_link(*term["pages"][0])
+        if len(term["pages"]) > 1:
+            where += "; see also " + ", ".join(page_link(*p) for p in term["pages"][1:])
         lines.append(f"  **{plain(term['zh'])}** · {plain(term['definition'])}{also} {where}.")
         lines.append("")
     lines[-1] = "```"
