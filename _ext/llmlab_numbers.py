@@ -90,7 +90,14 @@ def number_by_chapter(app, env) -> list:
     return []          # Sphinx's own collector already marks every page whose numbers it reassigned
 
 
+def figure_label(app, config) -> None:
+    """"Figure 5.2" rather than Sphinx's English "Fig. 5.2"; other languages keep their own word."""
+    if not config.language or config.language.startswith("en"):
+        config.numfig_format["figure"] = "Figure %s"
+
+
 def setup(app):
+    app.connect("config-inited", figure_label, priority=900)   # after Sphinx fills in its defaults (800)
     app.add_transform(DiagramsAsFigures)
     app.connect("env-get-updated", number_by_chapter, priority=900)    # after TocTreeCollector (500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
