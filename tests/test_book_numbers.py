@@ -157,3 +157,45 @@ def test_the_book_numbers_its_exercises():
     exercises = [n for pages in chapters_in_toc().values() for page in pages
                  for kind, n in numbered(built(page)) if kind == "Exercise"]
     assert len(exercises) >= 50 and "5.1" in exercises, exercises
+
+
+# The practise copies (scripts/make_practise.py) head every exercise the way the book titles it.
+sys.path.insert(0, str(ROOT / "scripts"))
+import make_practise  # noqa: E402
+
+HEADING = re.compile(r"^\*\*Exercise ([\w.]+) \((.*)\)\*\*$", re.M)
+
+
+def test_practise_headings_are_numbered_as_the_book_numbers_exercises(tmp_path):
+    import nbformat
+    md = nbformat.v4.new_markdown_cell
+    hidden = md(exercise("hidden", "Not built"))
+    hidden.metadata["tags"] = ["remove-cell"]
+    lesson = nbformat.v4.new_notebook(cells=[md("# 7. Norms"), md(exercise("a", "One") + "\n" + exercise("b", "Two")), hidden,
+                                             md("```{exercise} Unnumbered\n:label: c\n:nonumber:\nText.\n```")])
+    lab = nbformat.v4.new_notebook(cells=[md("# Lab: norms"), md(exercise("d", "In the lab"))])
+    nbformat.write(lesson, tmp_path / "07_norms.ipynb")
+    nbformat.write(lab, tmp_path / "07_norms_lab.ipynb")
+    make_practise.number_exercises(lesson, tmp_path / "07_norms.ipynb")
+    make_practise.number_exercises(lab, tmp_path / "07_norms_lab.ipynb")
+    headings = lambda nb: [m.groups() for c in nb.cells for m in HEADING.finditer(c.source)]  # noqa: E731
+    assert headings(lesson) == [("7.1", "One"), ("7.2", "Two")]
+    assert lesson.cells[1].source.startswith("**Exercise 7.1 (One)**\n\n```{exercise} One\n")
+    assert headings(lab) == [("7.3", "In the lab")], "a lab continues its lesson's count"
+    appendix = nbformat.v4.new_notebook(cells=[md(exercise("e", "Extra"))])
+    make_practise.number_exercises(appendix, tmp_path / "appendix_extra.ipynb")
+    assert headings(appendix) == [("1", "Extra")]
+
+
+@pytest.mark.parametrize("chapter", make_practise.chapters(), ids=lambda p: p.name)
+def test_a_practise_copy_names_its_exercises_as_the_built_page_does(chapter):
+    """The committed practise copy's headings are the built page's exercise titles, number for number."""
+    import html as html_module
+
+    import nbformat
+    copy = nbformat.read(ROOT / "practise" / chapter.name, as_version=4)
+    in_copy = [m.groups() for c in copy.cells if c.cell_type == "markdown" for m in HEADING.finditer(c.source)]
+    page = built(f"chapters/{chapter.stem}")
+    in_book = [(n, html_module.unescape(re.sub(r"<[^>]+>", "", t)).strip())
+               for n, t in re.findall(r'<span class="caption-number">Exercise ([\w.]+) </span> \((.*?)\)</p>', page)]
+    assert in_copy == in_book, f"practise/{chapter.name} heads its exercises {in_copy}, the book {in_book}: run scripts/make_practise.py"
