@@ -17,6 +17,7 @@ export OMP_WAIT_POLICY
 .PHONY: book test env models fonts figures glossary live browser benchmarks gpu clean
 
 book: env models fonts figures glossary live
+	LLMLAB_BOOK_BUILD=1 $(PY) scripts/execute_book.py
 	LLMLAB_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build --all -W --keep-going .
 	@echo "The book is in _build/html/index.html"
 

@@ -1,0 +1,85 @@
+"""The book in two languages: a switch on every page to the same page in the other language.
+
+The English site is built into ``_build/html`` and the Chinese one into ``_build/html/zh``
+(scripts/book_i18n.py), from the same notebooks and the same execution cache; the Chinese text
+comes from the catalogs in ``locales/zh_CN/LC_MESSAGES``. Every page gets, above its text, a link
+to its twin (``chapters/05_self_attention.html`` <-> ``zh/chapters/05_self_attention.html``) and
+``<link rel="alternate" hreflang>`` tags for both.
+"""
+from __future__ import annotations
+
+from html import escape
+from os import path
+
+from sphinx import addnodes
+from sphinx.locale import init as init_locale
+from sphinx.transforms import SphinxTransform
+from sphinx.util.i18n import docname_to_domain
+
+# language code -> (the name readers look for, the hreflang value, the site's folder under _build/html)
+LANGUAGES = {
+    "en": ("English", "en", ""),
+    "zh_CN": ("中文", "zh-CN", "zh/"),
+}
+
+
+def _language(app) -> str:
+    return app.config.language if app.config.language in LANGUAGES else "en"
+
+
+def twin_href(pagename: str, here: str, there: str) -> str:
+    """Relative address, from page `pagename` of the `here` site, of the same page in `there`.
+
+    >>> twin_href("chapters/05_self_attention", "en", "zh_CN")
+    '../zh/chapters/05_self_attention.html'
+    >>> twin_href("intro", "zh_CN", "en")
+    '../intro.html'
+    """
+    up = "../" * pagename.count("/")
+    to_root = up + ("../" if LANGUAGES[here][2] else "")   # the English root, from this page
+    return f"{to_root}{LANGUAGES[there][2]}{pagename}.html"
+
+
+def add_language_switch(app, pagename, templatename, context, doctree):
+    if app.builder.format != "html" or doctree is None:
+        return
+    here = _language(app)
+    links, tags = [], []
+    for code, (name, hreflang, _) in LANGUAGES.items():
+        href = twin_href(pagename, here, code)
+        tags.append(f'<link rel="alternate" hreflang="{hreflang}" href="{escape(href)}" />')
+        if code != here:
+            links.append(f'<a class="llmlab-lang-link" href="{escape(href)}" hreflang="{hreflang}" '
+                         f'lang="{hreflang}">{name}</a>')
+    context["metatags"] = context.get("metatags", "") + "\n".join(tags)
+    label = "本页的其他语言版本" if here == "zh_CN" else "This page in another language"
+    context["body"] = (f'<nav class="llmlab-lang" aria-label="{label}">{" · ".join(links)}</nav>\n'
+                       + context.get("body", ""))
+
+
+class TranslateToctreeCaptions(SphinxTransform):
+    """The part titles of the table of contents ("Part I. The big picture") in the page's language.
+
+    Sphinx translates a page's text in a transform that runs before the table of contents is
+    inserted into the front page (sphinx_external_toc, priority 100), so its captions would stay
+    English; this looks them up in the front page's catalog after they are inserted."""
+    default_priority = 110
+
+    def apply(self, **kwargs):
+        if _language(self.app) == "en":
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        for node in self.document.findall(addnodes.toctree):
+            caption = node.get("rawcaption") or node.get("caption")
+            if caption and catalog.gettext(caption) != caption:
+                node["caption"] = catalog.gettext(caption)
+
+
+def setup(app):
+    app.add_transform(TranslateToctreeCaptions)
+    app.connect("html-page-context", add_language_switch)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,219 @@
+"""The Chinese edition of the book: its catalogs and its build.
+
+The English notebooks and pages are the one source. Their text is extracted into one gettext
+catalog per page, ``locales/zh_CN/LC_MESSAGES/<page>.po``, and the Chinese site is built from the
+same sources with those catalogs, taking every notebook's outputs from the execution cache that
+the English build filled (nothing is executed twice).
+
+    python scripts/book_i18n.py catalogs   # after editing English text: update the catalogs
+    python scripts/book_i18n.py status     # per page: entries, translated, fuzzy, untranslated
+    python scripts/book_i18n.py build      # the Chinese site, into _build/html/zh (make book runs it)
+
+How an English change reaches the Chinese page: ``catalogs`` re-extracts the text; a paragraph
+that is new gets an empty entry, a paragraph that changed keeps its old translation marked
+``fuzzy`` (shown in English until a translator checks it and removes the flag), a paragraph that
+is gone is dropped. ``tests/test_i18n.py`` fails while any entry is empty or fuzzy.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOCALE = "zh_CN"
+CATALOGS = ROOT / "locales" / LOCALE / "LC_MESSAGES"
+BUILD = ROOT / "_build"
+HEADER = ("# The Chinese text of one page of the book. Written by hand; updated from the English page\n"
+          "# by `python scripts/book_i18n.py catalogs` (a changed paragraph becomes fuzzy).")
+
+
+def _sphinx(builder: str, outdir: Path, doctrees: Path, overrides: dict, strict: bool) -> int:
+    from jupyter_book.sphinx import build_sphinx
+
+    config = {
+        "external_toc_path": str(ROOT / "_toc.yml"),
+        "latex_individualpages": False,
+        **overrides,
+    }
+    return build_sphinx(ROOT, outdir, noconfig=True, path_config=str(ROOT / "_config.yml"),
+                        confoverrides=config, builder=builder, doctreedir=doctrees,
+                        freshenv=True, warningiserror=strict, keep_going=strict, quiet=True)
+
+
+def extract(outdir: Path = BUILD / "gettext") -> Path:
+    """The English text of every page as gettext templates (.pot), one per page."""
+    # text only: outputs are not translated, so nothing needs executing
+    result = _sphinx("gettext", outdir, BUILD / ".doctrees-gettext",
+                     {"nb_execution_mode": "off"}, strict=False)
+    if result:
+        raise SystemExit(f"extracting the English text failed (sphinx returned {result})")
+    return outdir
+
+
+def update_catalogs(templates: Path) -> list[str]:
+    """Merge every template into its page's catalog; return a line per page on what changed."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    # every checked translation of the book: a paragraph that moved to another page (a lesson's
+    # paragraph now in its lab) keeps its translation there
+    memory = {}
+    for po in CATALOGS.rglob("*.po"):
+        with open(po, "rb") as f:
+            memory.update({m.id: m.string for m in read_po(f, locale=LOCALE)
+                           if m.id and m.string and not m.fuzzy})
+    report = []
+    seen = set()
+    for pot in sorted(templates.rglob("*.pot")):
+        page = pot.relative_to(templates).with_suffix("")
+        if page.parts[0].startswith("_"):
+            continue
+        seen.add(page.as_posix())
+        with open(pot, "rb") as f:
+            template = read_po(f)
+        po = CATALOGS / page.with_suffix(".po")
+        if po.exists():
+            with open(po, "rb") as f:
+                catalog = read_po(f, locale=LOCALE)
+            before = {m.id: (m.string, m.fuzzy) for m in catalog if m.id}
+            catalog.update(template, no_fuzzy_matching=False, update_header_comment=False,
+                           update_creation_time=False)
+            after = {m.id: (m.string, m.fuzzy) for m in catalog if m.id}
+            new = sum(1 for k in after if k not in before)
+            fuzzy = sum(1 for k, (s, f) in after.items() if f and not before.get(k, ("", False))[1])
+            gone = sum(1 for k in before if k not in after)
+            report.append(f"{page}: {len(after)} entries, {new} new, {fuzzy} newly fuzzy, {gone} dropped")
+        else:
+            catalog = Catalog(locale=LOCALE, project="Inside a Language Model", fuzzy=False,
+                              header_comment=HEADER, copyright_holder="The llmlab authors",
+                              msgid_bugs_address="https://github.com/llmlab-book/llmlab/issues", version="1", last_translator="The llmlab authors",
+                              language_team="The llmlab authors", creation_date=template.creation_date,
+                              revision_date=template.creation_date)
+            for message in template:
+                if message.id:
+                    catalog.add(message.id, "", auto_comments=message.auto_comments)
+            report.append(f"{page}: new catalog, {len(catalog)} entries")
+        for message in catalog:
+            if message.id and not message.string and message.id in memory:
+                message.string = memory[message.id]
+        po.parent.mkdir(parents=True, exist_ok=True)
+        with open(po, "wb") as f:
+            # no source locations (they move with every edit); no wrapping (one paragraph, one line)
+            write_po(f, catalog, width=0, no_location=True, ignore_obsolete=True, sort_output=False)
+    for po in sorted(CATALOGS.rglob("*.po")):
+        page = po.relative_to(CATALOGS).with_suffix("").as_posix()
+        if page not in seen:
+            report.append(f"{page}: the page is gone from the book; its catalog was removed")
+            po.unlink()
+    return report
+
+
+ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
+CODE = re.compile(r"(?<![}`])`([^`]+)`")
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
+URL = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def markup(text: str) -> dict[str, list[str]]:
+    """What a translation must carry over unchanged: roles and their targets (a role's shown
+    text may be translated: {doc}`第 5 章 <05_self_attention>`), inline code, formulas, link targets."""
+    roles = []
+    for name, content in ROLE.findall(text):
+        target = re.search(r"<([^<>]+)>\s*$", content)
+        roles.append(f"{name}:{(target.group(1) if target else content).strip()}")
+    without_roles = ROLE.sub("", text)
+    return {"roles": sorted(roles), "code": sorted(CODE.findall(without_roles)),
+            "formulas": sorted(m.strip() for m in MATH.findall(without_roles)),
+            "links": sorted(URL.findall(text))}
+
+
+def check_entry(msgid: str, msgstr: str) -> list[str]:
+    """Problems of one translated entry: markup lost, changed or added."""
+    if not msgstr:
+        return []
+    want, got = markup(msgid), markup(msgstr)
+    return [f"{kind}: the English has {want[kind]}, the translation {got[kind]}"
+            for kind in want if want[kind] != got[kind]]
+
+
+def check() -> list[str]:
+    """Every problem of every catalog, as 'page: msgid...: problem'."""
+    from babel.messages.pofile import read_po
+
+    problems = []
+    for po in sorted(CATALOGS.rglob("*.po")):
+        with open(po, "rb") as f:
+            catalog = read_po(f, locale=LOCALE)
+        page = po.relative_to(CATALOGS).with_suffix("").as_posix()
+        for m in catalog:
+            if m.id:
+                problems += [f"{page}: {m.id[:60]!r}: {p}" for p in check_entry(m.id, m.string)]
+    return problems
+
+
+def status() -> list[tuple[str, int, int, int, int]]:
+    """(page, entries, translated, fuzzy, untranslated) for every catalog."""
+    from babel.messages.pofile import read_po
+
+    rows = []
+    for po in sorted(CATALOGS.rglob("*.po")):
+        with open(po, "rb") as f:
+            catalog = read_po(f, locale=LOCALE)
+        messages = [m for m in catalog if m.id]
+        fuzzy = sum(1 for m in messages if m.fuzzy)
+        empty = sum(1 for m in messages if not m.string)
+        rows.append((po.relative_to(CATALOGS).with_suffix("").as_posix(), len(messages),
+                     len(messages) - fuzzy - empty, fuzzy, empty))
+    return rows
+
+
+def build(strict: bool = True) -> int:
+    """The Chinese site into _build/html/zh, reading outputs from the English build's cache."""
+    return _sphinx("html", BUILD / "html" / "zh", BUILD / ".doctrees-zh", {
+        "language": LOCALE,
+        "html_search_language": "zh",     # Sphinx splits Chinese words for search with jieba
+        "nb_execution_mode": "cache",     # a page not in the cache would be executed: see make book
+    }, strict=strict)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("catalogs", help="extract the English text and update locales/zh_CN")
+    sub.add_parser("status", help="how complete each page's catalog is")
+    sub.add_parser("check", help="translations that lost or changed code, formulas, roles or links")
+    b = sub.add_parser("build", help="build the Chinese site into _build/html/zh")
+    b.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
+    args = parser.parse_args(argv)
+
+    if args.command == "catalogs":
+        for line in update_catalogs(extract()):
+            print(line)
+        return 0
+    if args.command == "check":
+        problems = check()
+        print("\n".join(problems) or "every translated entry keeps its markup")
+        return 1 if problems else 0
+    if args.command == "status":
+        rows = status()
+        if not rows:
+            print(f"no catalogs under {CATALOGS}: run `python scripts/book_i18n.py catalogs`")
+            return 1
+        width = max(len(r[0]) for r in rows)
+        print(f"{'page':<{width}}  entries  translated  fuzzy  untranslated")
+        for page, n, done, fuzzy, empty in rows:
+            print(f"{page:<{width}}  {n:7d}  {done:10d}  {fuzzy:5d}  {empty:12d}")
+        total = [sum(r[i] for r in rows) for i in range(1, 5)]
+        print(f"{'all pages':<{width}}  {total[0]:7d}  {total[1]:10d}  {total[2]:5d}  {total[3]:12d}")
+        return 0
+    result = build(strict=not args.no_strict)
+    if result:
+        print(f"the Chinese build failed (sphinx returned {result}); the messages are above",
+              file=sys.stderr)
+    return 1 if result else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
