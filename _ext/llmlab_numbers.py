@@ -79,7 +79,7 @@ def number_by_chapter(app, env) -> list:
     pages = {}                                     # chapter (or the page itself) -> its pages, TOC order
     for docname in env.toc_fignumbers:
         pages.setdefault(chapter_number(docname) or docname, []).append(docname)
-    for group, docnames in pages.items():
+    for docnames in pages.values():
         prefix = chapter_number(docnames[0])
         counts = {}
         for docname in sorted(docnames, key=lambda d: d.endswith("_lab")):   # stable: the lesson first
