@@ -134,8 +134,12 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     if not msgstr:
         return []
     want, got = markup(msgid), markup(msgstr)
-    return [f"{kind}: the English has {want[kind]}, the translation {got[kind]}"
-            for kind in want if want[kind] != got[kind]]
+    problems = [f"{kind}: the English has {want[kind]}, the translation {got[kind]}"
+                for kind in want if want[kind] != got[kind]]
+    if re.match(r"\d+[a-z]?[.)]\s", msgstr):
+        # the translation is parsed as markdown on its own: "5. 自注意力" would become a list
+        problems.append("starts like a numbered list item: write a chapter title as 第 5 章　自注意力")
+    return problems
 
 
 def check() -> list[str]:
