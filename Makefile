@@ -19,7 +19,8 @@ export OMP_WAIT_POLICY
 book: env models fonts figures glossary live
 	LLMLAB_BOOK_BUILD=1 $(PY) scripts/execute_book.py
 	LLMLAB_BOOK_BUILD=1 $(VENV)/bin/jupyter-book build --all -W --keep-going .
-	@echo "The book is in _build/html/index.html"
+	LLMLAB_BOOK_BUILD=1 $(PY) scripts/book_i18n.py build
+	@echo "The book is in _build/html/index.html (中文版: _build/html/zh/index.html)"
 
 test: book browser
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25

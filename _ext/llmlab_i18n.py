@@ -51,10 +51,32 @@ def add_language_switch(app, pagename, templatename, context, doctree):
         if code != here:
             links.append(f'<a class="llmlab-lang-link" href="{escape(href)}" hreflang="{hreflang}" '
                          f'lang="{hreflang}">{name}</a>')
+    if LANGUAGES[here][2]:
+        # the live model's 120 MB ship once, in the English site's _static/ (scripts/book_i18n.py)
+        up = "../" * pagename.count("/")
+        tags.append(f'<meta name="llmlab-live-static" content="{up}../_static/" />')
     context["metatags"] = context.get("metatags", "") + "\n".join(tags)
     label = "本页的其他语言版本" if here == "zh_CN" else "This page in another language"
+    notice = ""
+    left = untranslated(app, pagename) if here != "en" else 0
+    if left:
+        notice = (f'<div class="admonition warning llmlab-untranslated"><p>本页还有 {left} 段尚未译成中文，'
+                  f'暂以英文显示。</p></div>\n')
     context["body"] = (f'<nav class="llmlab-lang" aria-label="{label}">{" · ".join(links)}</nav>\n'
-                       + context.get("body", ""))
+                       + notice + context.get("body", ""))
+
+
+def untranslated(app, pagename: str) -> int:
+    """How many entries of the page's catalog are empty or fuzzy (shown in English)."""
+    from babel.messages.pofile import read_po
+
+    for folder in app.config.locale_dirs:
+        po = path.join(app.srcdir, folder, app.config.language, "LC_MESSAGES", pagename + ".po")
+        if path.exists(po):
+            with open(po, "rb") as f:
+                return sum(1 for m in read_po(f, locale=app.config.language)
+                           if m.id and (not m.string or m.fuzzy))
+    return 0
 
 
 class TranslateToctreeCaptions(SphinxTransform):

@@ -175,8 +175,14 @@ def status() -> list[tuple[str, int, int, int, int]]:
 
 def build(strict: bool = True) -> int:
     """The Chinese site into _build/html/zh, reading outputs from the English build's cache."""
+    import yaml
+
+    excluded = yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
     return _sphinx("html", BUILD / "html" / "zh", BUILD / ".doctrees-zh", {
         "language": LOCALE,
+        # the live model (assets/live, assets/vendor/live: 120 MB) is not copied again: the Chinese
+        # pages load the English site's copy (<meta name="llmlab-live-static">, _ext/llmlab_i18n.py)
+        "exclude_patterns": [*excluded, "live", "vendor/live"],
         "html_search_language": "zh",     # Sphinx splits Chinese words for search with jieba
         "nb_execution_mode": "cache",     # a page not in the cache would be executed: see make book
     }, strict=strict)

@@ -279,6 +279,13 @@ window.llmlab.views = window.llmlab.views || {};
     }
     return null;
   };
+  // The live model's files ship once, with the English site: a page of another language's site
+  // (built into a folder of it) names the English _static/ in <meta name="llmlab-live-static">.
+  L.liveRoot = function () {
+    var meta = document.querySelector('meta[name="llmlab-live-static"]');
+    if (meta) return new URL(meta.getAttribute('content'), document.baseURI).href;
+    return L.staticRoot();
+  };
   L.loadLive = function (staticRoot) {
     if (window.llmlabLive) return Promise.resolve(window.llmlabLive);
     if (!L._liveLoading) {
@@ -295,7 +302,7 @@ window.llmlab.views = window.llmlab.views || {};
     return L._liveLoading;
   };
   L.mount = function (root, kind, data) {
-    var view = L.views[kind], staticRoot = data.live ? L.staticRoot() : null;
+    var view = L.views[kind], staticRoot = data.live ? L.liveRoot() : null;
     if (!staticRoot || !L.liveData[kind]) { view(root, data); return; }
     L.clear(root);
     var bar = L.el('div', {'class': 'llmlab-live'});

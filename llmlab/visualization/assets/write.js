@@ -3,7 +3,7 @@
 // the text grows, with the cache's size in bytes.
 // data: {mode: 'write'|'chat'|'cache', prompt, max_new_tokens, temperature, top_k, top_p, min_p}
 window.llmlab.views.write = function (root, data) {
-  var L = window.llmlab, staticRoot = L.staticRoot();
+  var L = window.llmlab, staticRoot = L.liveRoot();
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   if (!staticRoot) {

@@ -1,0 +1,180 @@
+"""The Chinese edition: its catalogs, and the two built sites side by side (_build/html, _build/html/zh)."""
+import html as html_lib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+ZH = HTML / "zh"
+spec = importlib.util.spec_from_file_location("book_i18n", ROOT / "scripts" / "book_i18n.py")
+book_i18n = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(book_i18n)
+
+CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
+LATIN = re.compile(r"[A-Za-z]")
+
+
+def toc_pages() -> list[str]:
+    import yaml
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    yield str(node[key])
+            for value in node.values():
+                yield from walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item)
+    return sorted(set(walk(yaml.safe_load((ROOT / "_toc.yml").read_text()))))
+
+
+def test_every_page_has_one_catalog():
+    catalogs = {p.relative_to(book_i18n.CATALOGS).with_suffix("").as_posix()
+                for p in book_i18n.CATALOGS.rglob("*.po")}
+    pages = set(toc_pages())
+    assert not pages - catalogs, f"pages without a catalog (python scripts/book_i18n.py catalogs): {sorted(pages - catalogs)}"
+    assert not catalogs - pages, f"catalogs of pages that are not in the book: {sorted(catalogs - pages)}"
+
+
+def test_translations_keep_code_formulas_roles_and_links():
+    problems = book_i18n.check()
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_the_markup_check_catches_what_breaks_a_page():
+    check = book_i18n.check_entry
+    english = "See {doc}`chapter 5 <05_self_attention>`: `x @ W` is $x W$, {glue:text}`n:d` heads."
+    assert check(english, "见{doc}`第 5 章 <05_self_attention>`：`x @ W` 即 $x W$，共 {glue:text}`n:d` 个头。") == []
+    assert any("roles" in p for p in check(english, "见第 5 章：`x @ W` 即 $x W$，共 {glue:text}`n:d` 个头。"))
+    assert any("code" in p for p in check(english, "见{doc}`第 5 章 <05_self_attention>`：`x@W` 即 $x W$，{glue:text}`n:d`。"))
+    assert any("formulas" in p for p in check(english, "见{doc}`第 5 章 <05_self_attention>`：`x @ W` 即 xW，{glue:text}`n:d`。"))
+    assert any("list" in p for p in check("5. Self-attention", "5. 自注意力"))
+    assert check(english, "") == []     # untranslated: shown in English, not broken
+
+
+def test_the_catalogs_hold_the_current_english_text(tmp_path):
+    """Every block of English text the pages have today is an entry of its page's catalog, so an
+    edited paragraph cannot silently keep an old translation (or none)."""
+    from babel.messages.pofile import read_po
+
+    templates = book_i18n.extract(tmp_path / "gettext")
+    missing = {}
+    for pot in templates.rglob("*.pot"):
+        page = pot.relative_to(templates).with_suffix("").as_posix()
+        if page.startswith("_"):
+            continue
+        with open(pot, "rb") as f:
+            wanted = {m.id for m in read_po(f) if m.id}
+        po = book_i18n.CATALOGS / f"{page}.po"
+        have = set()
+        if po.exists():
+            with open(po, "rb") as f:
+                have = {m.id for m in read_po(f, locale="zh_CN") if m.id}
+        if wanted - have:
+            missing[page] = sorted(wanted - have)[:3]
+    assert not missing, f"English text missing from the catalogs (python scripts/book_i18n.py catalogs): {missing}"
+
+
+# ---------------------------------------------------------------- the built sites
+
+
+def built(page: Path) -> str:
+    if not page.exists():
+        pytest.fail(f"{page} is missing: run `make book` (it builds both languages)")
+    return page.read_text(encoding="utf-8")
+
+
+def english_pages() -> list[Path]:
+    return sorted(p for p in HTML.rglob("*.html")
+                  if not p.relative_to(HTML).parts[0] in {"zh", "_static", "_sources", "_images"}
+                  and p.name not in {"genindex.html", "search.html"})
+
+
+def article(text: str) -> str:
+    found = re.search(r'<article class="bd-article"[^>]*>(.*?)</article>', text, re.S)
+    assert found, "no article in the page"
+    return found.group(1)
+
+
+def test_every_page_links_to_its_twin_and_back():
+    pages = english_pages()
+    assert len(pages) >= 40
+    for page in pages:
+        rel = page.relative_to(HTML)
+        twin = ZH / rel
+        text, zh = built(page), built(twin)
+        to_zh = re.search(r'<nav class="llmlab-lang"[^>]*>.*?href="([^"]+)" hreflang="zh-CN"', text, re.S)
+        assert to_zh, f"{rel}: no link to the Chinese page"
+        assert (page.parent / to_zh.group(1)).resolve() == twin.resolve(), rel
+        to_en = re.search(r'<nav class="llmlab-lang"[^>]*>.*?href="([^"]+)" hreflang="en"', zh, re.S)
+        assert to_en and (twin.parent / to_en.group(1)).resolve() == page.resolve(), f"zh/{rel}: no link back"
+        assert '<html lang="zh-CN"' in zh or "<html lang=\"zh_CN\"" in zh, f"zh/{rel} is not marked Chinese"
+
+
+def blocks(text: str, css: str) -> list[str]:
+    return [html_lib.unescape(re.sub(r"<[^>]+>", "", b)).strip()
+            for b in re.findall(rf'<div class="{css}[^"]*"[^>]*>(.*?)</div>', text, re.S)]
+
+
+def test_chinese_pages_show_the_same_code_outputs_and_numbers():
+    for page in english_pages():
+        rel = page.relative_to(HTML)
+        en, zh = built(page), built(ZH / rel)
+        for css in ("cell_input", "cell_output"):
+            assert blocks(en, css) == blocks(zh, css), f"{rel}: the {css} blocks differ between the languages"
+        glued = lambda t: sorted(re.findall(r'<span class="pasted-text">([^<]*)</span>', t))
+        assert glued(en) == glued(zh), f"{rel}: the glued numbers differ between the languages"
+
+
+def prose(text: str) -> str:
+    body = article(text)
+    body = re.sub(r"<(pre|code|math|script|style|div class=\"cell_output)[^>]*>.*?</\1>", " ", body, flags=re.S)
+    body = re.sub(r'<span class="pasted-text">[^<]*</span>', " ", body)
+    return html_lib.unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+def test_translated_pages_read_in_chinese_and_the_others_say_they_are_not():
+    """A page whose catalog is complete is mostly Chinese prose; a page with entries left says so
+    at its top, with the count, until a translator fills them."""
+    from babel.messages.pofile import read_po
+
+    complete = []
+    for page in toc_pages():
+        with open(book_i18n.CATALOGS / f"{page}.po", "rb") as f:
+            left = sum(1 for m in read_po(f, locale="zh_CN") if m.id and (not m.string or m.fuzzy))
+        zh = built(ZH / f"{page}.html")
+        notice = re.search(r'llmlab-untranslated"><p>本页还有 (\d+) 段', zh)
+        if left:
+            assert notice and int(notice.group(1)) == left, f"zh/{page}: {left} entries left, notice {notice}"
+            continue
+        assert not notice, f"zh/{page}: complete catalog, yet the page says it is not"
+        text = prose(zh)
+        cjk, latin = len(CJK.findall(text)), len(LATIN.findall(text))
+        # a Chinese character carries about as much as an English word of 4-5 letters
+        assert cjk > latin / 4, f"zh/{page}: {cjk} Chinese characters against {latin} Latin letters"
+        complete.append(page)
+    print(f"{len(complete)} of {len(toc_pages())} pages complete in Chinese: {complete}")
+
+
+def test_the_chinese_site_searches_chinese_words():
+    index = built(ZH / "searchindex.js")
+    terms = re.search(r'"terms":\{(.*?)\},"titles"', index, re.S)
+    assert terms, "no terms in the Chinese search index"
+    chinese = [t for t in re.findall(r'"([^"]+)":', terms.group(1)) if CJK.search(t)]
+    assert chinese, "the Chinese search index has no Chinese words"
+    # words, not whole sentences: jieba cut them
+    assert max(len(t) for t in chinese) <= 12, sorted(chinese, key=len)[-3:]
+
+
+def test_the_live_model_ships_once():
+    assert not (ZH / "_static" / "vendor" / "live").exists(), "the Chinese site copied the live model again"
+    page = built(ZH / "chapters" / "05_self_attention.html")
+    meta = re.search(r'<meta name="llmlab-live-static" content="([^"]+)"', page)
+    assert meta, "Chinese pages must name the English site's _static/ for the live model"
+    target = (ZH / "chapters" / meta.group(1)).resolve()
+    assert target == (HTML / "_static").resolve() and (target / "live" / "llmlab-live.js").exists()
