@@ -8,6 +8,7 @@ to its twin (``chapters/05_self_attention.html`` <-> ``zh/chapters/05_self_atten
 """
 from __future__ import annotations
 
+import re
 from html import escape
 from os import path
 
@@ -101,7 +102,28 @@ class TranslateToctreeCaptions(SphinxTransform):
                 node["caption"] = catalog.gettext(caption)
 
 
+COLAB_PATH = re.compile(r"(/blob/[^/]+/)(chapters|practise)/")
+COLAB_TEXT = {"Colab: read": ("Colab：阅读", "在 Colab 中打开整章（含参考答案）"),
+              "Colab: practise": ("Colab：练习", "在 Colab 中打开练习本（已去掉参考答案）")}
+
+
+def chinese_colab_buttons(app, pagename, templatename, context, doctree):
+    """On a Chinese page, the Colab buttons open the Chinese notebooks (zh/chapters/, zh/practise/,
+    written by scripts/make_zh_notebooks.py)."""
+    if _language(app) == "en":
+        return
+    for group in context.get("header_buttons", []):
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group["buttons"]:
+            if "url" in button:
+                button["url"] = COLAB_PATH.sub(r"\1zh/\2/", button["url"])
+            if button.get("text") in COLAB_TEXT:
+                button["text"], button["tooltip"] = COLAB_TEXT[button["text"]]
+
+
 def setup(app):
     app.add_transform(TranslateToctreeCaptions)
     app.connect("html-page-context", add_language_switch)
+    app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

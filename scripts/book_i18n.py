@@ -110,7 +110,7 @@ def update_catalogs(templates: Path) -> list[str]:
     return report
 
 
-ROLE = re.compile(r"\{([\w:-]+)\}`([^`]*)`")
+ROLE = re.compile(r"(?<!`)\{([\w:-]+)\}`([^`]*)`")   # not `{solution}` written as code
 CODE = re.compile(r"(?<![}`])`([^`]+)`")
 MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)
 URL = re.compile(r"\]\(([^)\s]+)\)")

@@ -1,0 +1,110 @@
+"""Write the Chinese notebooks: zh/chapters/<page>.ipynb and zh/practise/<page>.ipynb.
+
+    .venv/bin/python scripts/make_zh_notebooks.py           # write zh/
+    .venv/bin/python scripts/make_zh_notebooks.py --check   # exit 1 if a committed copy is out of date
+
+The Chinese pages' Colab buttons open these. Each is its English notebook (chapters/ or practise/) with
+the text of its markdown cells taken from the page's catalog (locales/zh_CN/LC_MESSAGES/chapters/
+<page>.po, the same translation the Chinese site shows); code cells, their tags and the setup cell are
+the English notebook's, byte for byte. A block whose translation is missing or fuzzy stays English,
+as it does on the Chinese page. tests/test_zh_notebooks.py fails when a committed copy is out of date.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOGS = ROOT / "locales" / "zh_CN" / "LC_MESSAGES" / "chapters"
+OUT = ROOT / "zh"
+
+# what may stand before a block of text on its line: a heading, a list or quote marker, the
+# opening of a directive ("```{exercise} Title"), or nothing
+LEAD = r"(?:[ \t]*(?:#{1,6}[ \t]+|[-*+][ \t]+|\d+[.)][ \t]+|>[ \t]*|(?:`{3,}|:{3,})\{[\w:-]+\}[ \t]+))?"
+
+
+def translations(page: str) -> dict[str, str]:
+    """msgid -> msgstr of the page's catalog, checked entries only (not empty, not fuzzy)."""
+    from babel.messages.pofile import read_po
+
+    po = CATALOGS / f"{page}.po"
+    if not po.exists():
+        return {}
+    with open(po, "rb") as f:
+        return {m.id: m.string for m in read_po(f, locale="zh_CN") if m.id and m.string and not m.fuzzy}
+
+
+def translate_markdown(source: str, table: dict[str, str]) -> str:
+    """Replace every whole block of `source` that the table translates (longest blocks first).
+
+    A block matches when it fills its lines from after its marker to the end of a line; the
+    catalog holds paragraphs with their line breaks turned into spaces, as Sphinx extracts them.
+
+    >>> translate_markdown("## Summary\\n\\nOne line\\nand the next.\\n", {"Summary": "小结",
+    ...                     "One line and the next.": "一行接一行。"})
+    '## 小结\\n\\n一行接一行。\\n'
+    """
+    for english in sorted(table, key=len, reverse=True):
+        words = [re.escape(w) for w in english.split()]
+        if not words:
+            continue
+        pattern = re.compile(rf"(?m)^({LEAD})" + r"[ \t]*\n?[ \t]*".join(words) + r"(?=[ \t]*$)")
+        source = pattern.sub(lambda m: m.group(1) + table[english], source)
+    return source
+
+
+def chinese_notebook(path: Path, page: str) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    out = copy.deepcopy(nb)
+    table = translations(page)
+    for cell in out.cells:
+        if cell.cell_type == "markdown":
+            cell.source = translate_markdown(cell.source, table)
+    out.metadata.setdefault("llmlab", {})["language"] = "zh_CN"
+    return out
+
+
+def sources() -> list[tuple[Path, Path, str]]:
+    """(English notebook, Chinese notebook, page whose catalog translates it)."""
+    pairs = []
+    for folder in ("chapters", "practise"):
+        for path in sorted((ROOT / folder).glob("*.ipynb")):
+            pairs.append((path, OUT / folder / path.name, path.stem))
+    return pairs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a committed copy is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for english, chinese, page in sources():
+        text = nbformat.writes(chinese_notebook(english, page)) + "\n"
+        if args.check:
+            if not chinese.exists() or chinese.read_text(encoding="utf-8") != text:
+                stale.append(str(chinese.relative_to(ROOT)))
+            continue
+        chinese.parent.mkdir(parents=True, exist_ok=True)
+        chinese.write_text(text, encoding="utf-8")
+    expected = {c for _, c, _ in sources()}
+    extra = [p for p in OUT.rglob("*.ipynb") if p not in expected]
+    if args.check:
+        stale += [str(p.relative_to(ROOT)) + " (no English notebook)" for p in extra]
+        if stale:
+            print("out of date (run: python scripts/make_zh_notebooks.py):\n  " + "\n  ".join(stale))
+            return 1
+        print(f"{len(expected)} Chinese notebooks are current")
+        return 0
+    for p in extra:
+        p.unlink()
+    print(f"wrote {len(expected)} Chinese notebooks into {OUT.relative_to(ROOT)}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
