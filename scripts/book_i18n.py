@@ -46,7 +46,8 @@ def extract(outdir: Path = BUILD / "gettext") -> Path:
     """The English text of every page as gettext templates (.pot), one per page."""
     # text only: outputs are not translated, so nothing needs executing
     result = _sphinx("gettext", outdir, BUILD / ".doctrees-gettext",
-                     {"nb_execution_mode": "off"}, strict=False)
+                     {"nb_execution_mode": "off",   # so glued values are missing: do not say so
+                      "suppress_warnings": ["mystnb.unknown_mime_type", "mystnb.glue"]}, strict=False)
     if result:
         raise SystemExit(f"extracting the English text failed (sphinx returned {result})")
     return outdir
@@ -78,8 +79,9 @@ def update_catalogs(templates: Path) -> list[str]:
             with open(po, "rb") as f:
                 catalog = read_po(f, locale=LOCALE)
             before = {m.id: (m.string, m.fuzzy) for m in catalog if m.id}
-            catalog.update(template, no_fuzzy_matching=False, update_header_comment=False,
-                           update_creation_time=False)
+            created = catalog.creation_date
+            catalog.update(template, no_fuzzy_matching=False, update_header_comment=False)
+            catalog.creation_date = created    # the header changes only when a translator edits
             after = {m.id: (m.string, m.fuzzy) for m in catalog if m.id}
             new = sum(1 for k in after if k not in before)
             fuzzy = sum(1 for k, (s, f) in after.items() if f and not before.get(k, ("", False))[1])
