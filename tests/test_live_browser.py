@@ -376,6 +376,36 @@ def test_a_steered_lens_view_runs_steered(tmp_path, smol):
         LensView.from_model(model, tokenizer, "The sea is", live_steer=([1.0, 2.0, 3.0], 12, 1.0))
 
 
+def test_a_plain_click_on_a_head_button_lists_it_for_knock_out(tmp_path, smol):
+    """The attention view's knock-out panel: one button per head of the block shown; a click toggles "block.head"."""
+    from llmlab.visualization import AttentionView
+
+    model, tokenizer = smol
+    view = AttentionView.from_model(model, tokenizer, "The cat sat on the mat", layer=5, head=6)
+    browser, page = open_static(tmp_path, view.to_html())
+    try:
+        got = page.evaluate("""(() => {
+          const root = document.querySelector('div.llmlab-view.llmlab-attention');
+          const panel = root.querySelector('[data-writer=ablate]'), box = panel.querySelector('[data-name=ablate-heads]');
+          const button = h => panel.querySelector(`[data-head="${h}"]`);
+          const layer = root.querySelector('.llmlab-controls select');
+          const block = /(\\d+)\\s*$/.exec(layer.options[layer.selectedIndex].text)[1];
+          const out = [block, panel.querySelectorAll('[data-head]').length];
+          button(3).click(); button(5).click(); out.push(box.value, button(3).getAttribute('aria-pressed'));
+          button(3).click(); out.push(box.value, button(3).getAttribute('aria-pressed'), button(5).getAttribute('aria-pressed'));
+          layer.value = String((layer.selectedIndex + 1) % layer.options.length); layer.dispatchEvent(new Event('change', {bubbles: true}));
+          const other = /(\\d+)\\s*$/.exec(layer.options[layer.selectedIndex].text)[1];
+          out.push(other, button(5).getAttribute('aria-pressed')); button(0).click(); out.push(box.value);
+          return out; })()""")
+    finally:
+        browser.close()
+    block, n, *rest = got
+    other = rest[5]
+    assert n == model.config.n_heads
+    assert rest == [f"{block}.3 {block}.5", "true", f"{block}.5", "false", "true", other, "false", f"{block}.5 {other}.0"]
+    assert other != block
+
+
 def test_figures_open_full_size_and_the_theme_mode_is_valid(tmp_path):
     (tmp_path / "_static").mkdir()
     (tmp_path / "_static" / "llmlab-figures.js").write_text((ROOT / "assets" / "llmlab-figures.js").read_text())

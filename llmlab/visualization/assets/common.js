@@ -466,20 +466,43 @@ window.llmlab.views = window.llmlab.views || {};
       placeholder: 'blocks and heads, e.g. 5.6 12.3'});
     var go = L.el('button', {type: 'button', 'data-action': 'ablate'}, 'Knock out and compare');
     var out = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-      'Type heads as block.head (blocks 0-29, heads 0-8) or click a head thumbnail with Shift to add it; their outputs are zeroed, as llmlab.inspection.ablate does.');
+      'Click heads of the block shown above (or type them as block.head: blocks 0-29, heads 0-8); their outputs are zeroed, as llmlab.inspection.ablate does.');
+    // One button per head of the block the view shows: a plain click adds "block.head" to the list or takes it out.
+    var row = L.el('div', {'class': 'llmlab-head-buttons', role: 'group', 'aria-label': 'heads of this block to knock out'});
+    var rowLabel = L.el('span', {}, '');
+    row.appendChild(rowLabel);
+    var buttons = [];
+    for (var h = 0; h < 9; h++) {
+      var b = L.el('button', {type: 'button', 'data-head': h, 'aria-pressed': 'false'}, String(h));
+      b.addEventListener('click', toggle.bind(null, h));
+      buttons.push(b);
+      row.appendChild(b);
+    }
+    function currentBlock() {      // the number in the block selector's chosen option ("block 12" -> 12)
+      var sel = root.querySelector('.llmlab-controls select');
+      var m = sel && sel.options[sel.selectedIndex] ? /(\d+)\s*$/.exec(sel.options[sel.selectedIndex].text) : null;
+      return m ? parseInt(m[1], 10) : 0;
+    }
+    function listed() { return heads.value.split(/[\s,;]+/).filter(Boolean); }
+    function refresh() {
+      var block = currentBlock(), now = listed();
+      rowLabel.textContent = 'block ' + block + ', head: ';
+      buttons.forEach(function (button, h) { button.setAttribute('aria-pressed', now.indexOf(block + '.' + h) >= 0 ? 'true' : 'false'); });
+    }
+    function toggle(h) {
+      var name = currentBlock() + '.' + h, now = listed(), at = now.indexOf(name);
+      if (at >= 0) now.splice(at, 1); else now.push(name);
+      heads.value = now.join(' ');
+      refresh();
+    }
+    box.appendChild(row);
     box.appendChild(L.labelled('heads', heads));
     box.appendChild(go);
     box.appendChild(out);
     root.appendChild(box);
-    // Shift-click on a head's thumbnail adds "block.head" of the view's current block
-    root.addEventListener('click', function (e) {
-      var thumb = e.target.closest ? e.target.closest('.llmlab-thumb') : null;
-      if (!thumb || !e.shiftKey) return;
-      var layerSel = root.querySelector('.llmlab-controls select'), l = parseInt(thumb.getAttribute('data-l'), 10);
-      var m = layerSel && layerSel.options[l] ? /(\d+)\s*$/.exec(layerSel.options[l].text) : null;
-      var h = parseInt(thumb.getAttribute('data-h'), 10);
-      if (m && h < 9) heads.value = (heads.value + ' ' + m[1] + '.' + h).trim();
-    });
+    refresh();
+    root.addEventListener('change', refresh);      // another block chosen above
+    heads.addEventListener('input', refresh);
     go.addEventListener('click', function () {
       var pairs = [], bad = [];
       heads.value.split(/[\s,;]+/).filter(Boolean).forEach(function (t) {
