@@ -26,6 +26,7 @@ FONTAWESOME_SCRIPT = re.compile(r'<script[^>]*src="[^"]*_static/scripts/fontawes
 
 
 def add_practise_link(app, pagename, templatename, context, doctree):
+    drop_colab_for_text_pages(context)
     if not pagename.startswith("chapters/"):
         return
     name = pagename.split("/", 1)[1] + ".ipynb"
@@ -44,6 +45,20 @@ def add_practise_link(app, pagename, templatename, context, doctree):
                                            tooltip="Open the practise copy (solutions removed) in Colab",
                                            url=button["url"].replace(f"/chapters/{name}", f"/practise/{name}")))
             break
+
+
+def drop_colab_for_text_pages(context):
+    """A MyST page (.md with code cells, e.g. the instructor guide) gets a Colab button from the theme,
+    but Colab opens notebooks only (its link to a .md fails): such pages lose the button (and the
+    launch menu when nothing is left in it)."""
+    groups = context.get("header_buttons", [])
+    for group in list(groups):
+        if group.get("label") != "launch-buttons":
+            continue
+        group["buttons"] = [b for b in group["buttons"]
+                            if not (b.get("text", "").startswith("Colab") and not b.get("url", "").endswith(".ipynb"))]
+        if not group["buttons"]:
+            groups.remove(group)
 
 
 def lighten_site(app, exception):
