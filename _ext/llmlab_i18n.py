@@ -12,6 +12,7 @@ import re
 from html import escape
 from os import path
 
+from docutils import nodes
 from sphinx import addnodes
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
@@ -102,6 +103,34 @@ class TranslateToctreeCaptions(SphinxTransform):
                 node["caption"] = catalog.gettext(caption)
 
 
+FIGURE_NAME = re.compile(r"^[\w.-]+\.svg$")
+
+
+class ChineseDiagrams(SphinxTransform):
+    """On a Chinese page, each diagram is the Chinese drawing of its figure script, and its alt text is
+    translated. A notebook carries its diagrams as PNG data named by the figure's SVG
+    (`![alt](data:image/png;base64,... "NAME.svg")`, scripts/sync_notebooks.py); the scripts in
+    figures/ draw NAME.zh_CN.svg beside NAME.svg."""
+    default_priority = 400     # after the page is parsed and translated, before its images are collected
+
+    def apply(self, **kwargs):
+        language = _language(self.app)
+        if language == "en":
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        for node in self.document.findall(nodes.image):
+            name = node.get("title") or path.basename(node.get("uri", ""))
+            if FIGURE_NAME.match(name) and not name.endswith(f".{language}.svg"):
+                drawing = f"figures/generated/{name[:-4]}.{language}.svg"
+                if path.exists(path.join(self.env.srcdir, drawing)):
+                    node["uri"] = "/" + drawing
+                    node.attributes.pop("candidates", None)
+            if has_catalog and node.get("alt") and catalog.gettext(node["alt"]) != node["alt"]:
+                node["alt"] = catalog.gettext(node["alt"])
+
+
 COLAB_PATH = re.compile(r"(/blob/[^/]+/)(chapters|practise)/")
 COLAB_TEXT = {"Colab: read": ("Colab：阅读", "在 Colab 中打开整章（含参考答案）"),
               "Colab: practise": ("Colab：练习", "在 Colab 中打开练习本（已去掉参考答案）")}
@@ -124,6 +153,7 @@ def chinese_colab_buttons(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.add_transform(TranslateToctreeCaptions)
+    app.add_transform(ChineseDiagrams)
     app.connect("html-page-context", add_language_switch)
     app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
