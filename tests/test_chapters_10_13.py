@@ -264,6 +264,51 @@ def test_chapter_11_measures_memory_on_the_tensors_device():
 
 
 # ---------------------------------------------------------------------------------------------
+# One bandwidth for chapters 10, 10b and 11, stated with the number of threads it was measured with.
+
+BANDWIDTH_LABS = [LABS["10"], ROOT / "chapters" / "10b_how_weights_are_stored_lab.ipynb", LABS["11"]]
+
+
+def glued_expression(path, name):
+    """The expression a page glues under `name` (glue("name", EXPR, display=False)), as an AST."""
+    for tree in parsed_cells(path):
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "glue" and node.args
+                    and isinstance(node.args[0], ast.Constant) and node.args[0].value == name):
+                return node.args[1]
+    raise LookupError(f"{path.name} glues no {name!r}")
+
+
+@pytest.mark.parametrize("path", BANDWIDTH_LABS, ids=lambda p: p.stem)
+def test_measured_bandwidth_comes_from_llmlab_and_says_its_threads(path):
+    """Chapters 10, 10b and 11 take "this machine's" bandwidth from llmlab.memory_bandwidth, never from a
+    timing of their own, and every paragraph that quotes a measured bandwidth or a machine balance says
+    with how many threads it was measured: the build runs torch on one thread, which makes them
+    single-thread figures, and the prose must say so (glued from the helper's thread count)."""
+    from types import SimpleNamespace
+
+    code = "\n".join(cells(path))
+    assert "llmlab.memory_bandwidth(" in code
+    assignments = re.findall(r"^\s*bandwidth\s*=.*$", code, re.M)
+    assert assignments and all("bw.gb_per_s" in line for line in assignments), assignments
+    # the sentence is computed from the helper's thread count: one thread, several, or a GPU
+    for name in ["bw_threads", "bw_threads_short"]:
+        expression = compile(ast.Expression(glued_expression(path, name)), name, "eval")
+        say = lambda threads, kind="cpu": eval(expression, {"bw": SimpleNamespace(threads=threads),
+                                                            "device": torch.device(kind)})
+        assert "one CPU thread" in say(1) and "4 CPU threads" in say(4) and "thread" not in say(1, "cuda")
+        if name == "bw_threads":
+            assert "single-thread" in say(1) and "single-thread" not in say(4)
+    # every paragraph quoting a measured bandwidth (GB/s) or balance quotes how it was measured
+    quoting = 0
+    for prose in cells(path, "markdown"):
+        for paragraph in prose.split("\n\n"):
+            if re.search(r"GB/s|\{glue:text\}`[a-z_0-9]*(bandwidth|balance)", paragraph):
+                quoting += 1
+                assert re.search(r"\{glue:text\}`bw_threads(_short)?`", paragraph), paragraph[:200]
+    assert quoting > 0
+
+# ---------------------------------------------------------------------------------------------
 # The functions chapters define inline, run against llmlab and against hand computations.
 
 def chapter_function(number, name, **extra):
