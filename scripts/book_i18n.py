@@ -131,6 +131,28 @@ def markup(text: str) -> dict[str, list[str]]:
             "links": sorted(URL.findall(text))}
 
 
+def bold_pairs_hold(text: str) -> bool:
+    """Whether every ** of `text` can open or close emphasis as CommonMark reads it (in order: opener,
+    closer, ...). An opener must be left-flanking, a closer right-flanking."""
+    import unicodedata
+
+    def kind(ch):
+        if not ch or ch.isspace():
+            return "space"
+        return "punct" if unicodedata.category(ch)[0] in "PS" else "letter"
+
+    for i, match in enumerate(re.finditer(r"(?<!\*)\*\*(?!\*)", re.sub(r"`[^`]*`|\$[^$]*\$", "", text))):
+        source = match.string
+        before, after = kind(source[match.start() - 1:match.start()]), kind(source[match.end():match.end() + 1])
+        if i % 2 == 0:   # opens: not before a space; before punctuation only after a space or punctuation
+            ok = after != "space" and (after != "punct" or before in ("space", "punct"))
+        else:            # closes: not after a space; after punctuation only before a space or punctuation
+            ok = before != "space" and (before != "punct" or after in ("space", "punct"))
+        if not ok:
+            return False
+    return True
+
+
 def check_entry(msgid: str, msgstr: str) -> list[str]:
     """Problems of one translated entry: markup lost, changed or added."""
     if not msgstr:
@@ -138,6 +160,10 @@ def check_entry(msgid: str, msgstr: str) -> list[str]:
     want, got = markup(msgid), markup(msgstr)
     problems = [f"{kind}: the English has {want[kind]}, the translation {got[kind]}"
                 for kind in want if want[kind] != got[kind]]
+    if not bold_pairs_hold(msgstr) and bold_pairs_hold(msgid):
+        problems.append("a ** would show as asterisks: CommonMark opens ** only before a letter or after a "
+                        "space/punctuation, and closes it only after a letter or before a space/punctuation "
+                        "(write **读者**。 not **读者。**在, and “**词元**” not **“词元”** after a character)")
     if re.match(r"\d+[a-z]?[.)]\s", msgstr):
         # the translation is parsed as markdown on its own: "5. 自注意力" would become a list
         problems.append("starts like a numbered list item: write a chapter title as 第 5 章　自注意力")

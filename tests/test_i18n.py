@@ -55,6 +55,8 @@ def test_the_markup_check_catches_what_breaks_a_page():
     assert any("formulas" in p for p in check(english, "见{doc}`第 5 章 <05_self_attention>`：`x @ W` 即 xW，{glue:text}`n:d`。"))
     assert any("list" in p for p in check("5. Self-attention", "5. 自注意力"))
     assert check(english, "") == []     # untranslated: shown in English, not broken
+    assert any("asterisks" in p for p in check("**A lab is for proof.** Under", "**实验页留给读者。**在目录中"))
+    assert check("**A lab is for proof.** Under", "**实验页留给读者**。在目录中") == []
 
 
 def test_the_catalogs_hold_the_current_english_text(tmp_path):
