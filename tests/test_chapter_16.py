@@ -75,3 +75,28 @@ def test_sea_words_are_counted_with_an_interval():
     assert abs(lo - 0.0215) < 1e-3 and abs(hi - 0.1682) < 1e-3
     lo, hi = wilson(48, 48)
     assert abs(hi - 1) < 1e-9 and lo < 0.95
+
+
+def test_the_lesson_shows_the_live_steering_view_where_the_reader_sees_it():
+    """The steered lens view carries its direction (live_steer), so the built page gets the steering panel
+    (common.js adds it under a lens view whose data has live.steer); the cell is neither folded nor removed."""
+    nb = json.loads(LESSON.read_text(encoding="utf-8"))
+    views = [c for c in nb["cells"] if c["cell_type"] == "code" and "LensView.from_lens(" in "".join(c["source"])]
+    assert len(views) == 1
+    source, tags = "".join(views[0]["source"]), views[0]["metadata"].get("tags", [])
+    assert "live_steer=(vector, LAYER, 1.0)" in source and "with steer(model, vector, LAYER, 1.0)" in source
+    assert not {"hide-cell", "hide-input", "hide-output", "remove-cell", "remove-output", "remove-input"} & set(tags)
+    assert "LensView" not in "\n".join(cells(LAB, "code"))          # one steered lens view, the lesson's
+
+
+def test_the_lab_repeats_the_central_measurement_on_gemma_with_its_controls():
+    code = "\n".join(cells(LAB, "code"))
+    lab = prose(LAB)
+    assert code.count('llmlab.load("gemma3-270m")') == 1                       # Gemma loaded once
+    assert "g_random_ratio = torch.stack([g_log_ratio(r) for r in g_random])" in code
+    assert 'g_ratio = {"sea": g_log_ratio(g_vector), "forest": g_log_ratio(g_forest)}' in code
+    # each control's own value is in the text, next to SmolLM2's, with where the models agree and differ
+    for name in ["g_sea_ratio", "g_sea_ratio_lo", "g_rand_div", "g_rand_div_min", "g_forest_ratio",
+                 "rand_ratio_1_mean", "g_v_frac", "s_v_frac"]:
+        assert "{glue:text}`" + name in lab, name
+    assert "Where the two models **agree**" in lab and "Where they **differ**" in lab
