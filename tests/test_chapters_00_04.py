@@ -88,9 +88,9 @@ def test_chapter_1_lab_defines_the_interval_label_other_chapters_link_to():
     assert "too narrow" in text                                        # ... which says what ten prompts cannot
 
 
-def test_lessons_0_to_2_stay_short_and_point_to_their_labs():
+def test_lessons_0_to_3_stay_short_and_point_to_their_labs():
     """A lesson is the newcomer's path (about 2,500 words of prose at most) and ends by pointing to its lab."""
-    for stem in ["00_setup", "01_a_model_is_a_function", "02_tokens_and_bpe"]:
+    for stem in ["00_setup", "01_a_model_is_a_function", "02_tokens_and_bpe", "03_embeddings"]:
         markdown = [re.sub(r"!\[[^\]]*\]\([^)]*\)", "", "".join(c["source"]))
                     for c in cells(ROOT / "chapters" / f"{stem}.ipynb") if c["cell_type"] == "markdown"]
         words = sum(len(m.split()) for m in markdown)
