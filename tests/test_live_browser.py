@@ -406,6 +406,31 @@ def test_a_plain_click_on_a_head_button_lists_it_for_knock_out(tmp_path, smol):
     assert other != block
 
 
+def test_byte_pieces_are_named_by_their_character_in_the_attention_view(tmp_path, smol):
+    """Chinese tokens that are pieces of one character read "天 1/2", "天 2/2" in the attention view (spans and
+    grid), and L.readableTokens leaves whole tokens alone and groups pieces split across tokens."""
+    from llmlab.visualization import AttentionView
+
+    model, tokenizer = smol
+    prompt = "今天天气很好，我们去公园"
+    view = AttentionView.from_model(model, tokenizer, prompt, layer=5, head=6)
+    assert "<e5><a4>" in view.data["tokens"]                    # the book's data keeps llmlab's own labels
+    browser, page = open_static(tmp_path, view.to_html())
+    try:
+        spans = page.evaluate("[...document.querySelectorAll('div.llmlab-attention .llmlab-tok')].map(s => s.textContent)")
+        key = page.evaluate("document.querySelector('div.llmlab-attention .llmlab-token-key').textContent")
+        mixed = page.evaluate("llmlab.readableTokens(%s)" % json.dumps(
+            show_token_ids(tokenizer, tokenizer.encode("法国的首都是巴黎 🙂"))))
+    finally:
+        browser.close()
+    runs = [("今", 2), ("天", 2), ("天", 2), ("气", 3), ("很", 2), ("好", 2), ("，", 1), ("我", 2), ("们", 2),
+            ("去", 2), ("公", 2), ("园", 2)]
+    assert spans == [c if n == 1 else f"{c} {i}/{n}" for c, n in runs for i in range(1, n + 1)]
+    assert "今 1/2: the first of 2 tokens that make \"今\" together" in key
+    assert mixed == ["法", "国 1/2", "国 2/2", "的", "首 1/3", "首 2/3", "首 3/3", "都 1/2", "都 2/2", "是",
+                     "巴 1/2", "巴 2/2", "黎 1/3", "黎 2/3", "黎 3/3", "\u2423🙂"]
+
+
 def test_figures_open_full_size_and_the_theme_mode_is_valid(tmp_path):
     (tmp_path / "_static").mkdir()
     (tmp_path / "_static" / "llmlab-figures.js").write_text((ROOT / "assets" / "llmlab-figures.js").read_text())

@@ -6,6 +6,7 @@
 //        query, hide_sink, live: {prompt} (a "Run live" box in the built book, see common.js)}
 window.llmlab.views.attention = function (root, data) {
   var L = window.llmlab, T = data.tokens.length, H = data.n_heads, NL = data.layers.length;
+  data = Object.assign({}, data, {tokens: L.readableTokens(data.tokens)});   // byte pieces named by their character
   var w = data.weightsArray || L.unpack(data.weights);   // weightsArray: the live model's Float32Array
   var layer = data.layer || 0, head = data.head || 0, hideSink = !!data.hide_sink, scope = 0;
 

@@ -61,12 +61,66 @@ window.llmlab.views = window.llmlab.views || {};
   };
 
   // A one-line key to the symbols of the book's token display, for the symbols that `tokens` use.
+  // Byte pieces made readable: tokens shown as <e5><9b> and <bd> (pieces of one character, as
+  // llmlab.visualization.show_token writes them) become "国 1/2" and "国 2/2": the character (or the
+  // characters) that the run of tokens makes together, and which piece of the run each token is.
+  // Other tokens keep their label; a run that does not make whole characters keeps its bytes.
+  var SHOWN_AS = {'\u2423': 32, '\u21b5': 10, '\u21e5': 9, '\u240d': 13};
+  function labelBytes(label) {                  // null for a special token (it never joins a run)
+    if (/^\u27e8.*\u27e9$/.test(label)) return null;
+    var out = [], enc = new TextEncoder(), rest = label, m;
+    while (rest.length) {
+      if ((m = /^<([0-9a-f]{2})>/.exec(rest))) { out.push(parseInt(m[1], 16)); rest = rest.slice(4); continue; }
+      var ch = String.fromCodePoint(rest.codePointAt(0));
+      if (SHOWN_AS[ch] !== undefined) out.push(SHOWN_AS[ch]); else enc.encode(ch).forEach(function (b) { out.push(b); });
+      rest = rest.slice(ch.length);
+    }
+    return out;
+  }
+  function endsInside(bytes) {
+    for (var back = 1; back <= Math.min(4, bytes.length); back++) {
+      var b0 = bytes[bytes.length - back];
+      if ((b0 & 0xC0) === 0x80) continue;
+      return (b0 >= 0xF0 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC0 ? 2 : 1) > back;
+    }
+    return false;
+  }
+  L.readableTokens = function (tokens) {
+    var labels = tokens.slice(), bytes = tokens.map(labelBytes), decoder = new TextDecoder('utf-8', {fatal: true}), k = 0;
+    while (k < tokens.length) {
+      var end = k + 1, run = bytes[k] ? bytes[k].slice() : null;
+      while (run && end < tokens.length && bytes[end] &&
+             (endsInside(run) || (bytes[end].length && (bytes[end][0] & 0xC0) === 0x80))) {
+        run = run.concat(bytes[end]);
+        end++;
+      }
+      if (end - k > 1 && tokens.slice(k, end).some(function (t) { return /<[0-9a-f]{2}>/.test(t); })) {
+        var text = null;
+        try { text = decoder.decode(Uint8Array.from(run)); } catch (e) { text = null; }
+        if (text !== null) {
+          var shown = Array.from(text).map(function (ch) {
+            for (var sym in SHOWN_AS) if (SHOWN_AS[sym] === ch.charCodeAt(0)) return sym;
+            return ch;
+          }).join('');
+          for (var j = k; j < end; j++) labels[j] = shown + ' ' + (j - k + 1) + '/' + (end - k);
+        }
+      }
+      k = end;
+    }
+    return labels;
+  };
+
   L.tokenKey = function (tokens) {
     var text = tokens.join(''), parts = [];
     if (text.indexOf('\u2423') >= 0) parts.push('\u2423 is a space (\u2423Paris = " Paris")');
     if (text.indexOf('\u21b5') >= 0) parts.push('\u21b5 a newline');
     if (text.indexOf('\u21e5') >= 0) parts.push('\u21e5 a tab');
     if (/<[0-9a-f]{2}>/.test(text)) parts.push('<e5> one byte of a character split across tokens');
+    var piece = tokens.filter(function (t) { return / 1\/\d+$/.test(t); })[0];
+    if (piece) {
+      var m = / 1\/(\d+)$/.exec(piece);
+      parts.push(piece + ': the first of ' + m[1] + ' tokens that make "' + piece.replace(/ 1\/\d+$/, '') + '" together');
+    }
     if (text.indexOf('\u27e8') >= 0) parts.push('\u27e8\u2026\u27e9 a special token');
     return parts.length ? L.el('div', {'class': 'llmlab-note llmlab-token-key'}, 'In tokens: ' + parts.join('; ') + '.') : null;
   };

@@ -7,6 +7,7 @@
 //        target: str|null, target_rank: [L][T]|null, target_prob: [L][T]|null}
 window.llmlab.views.lens = function (root, data) {
   var L = window.llmlab, T = data.positions.length, NL = data.layers.length;
+  data = Object.assign({}, data, {positions: L.readableTokens(data.positions)});   // byte pieces named by their character
   var k = data.top_tokens.length ? data.top_tokens[0][0].length : 0;
   var hasTarget = data.target !== null && data.target !== undefined && data.target_rank;
   L.clear(root);
@@ -79,7 +80,8 @@ window.llmlab.liveData.lens = function (r, data) {
   var g = r.lensGrid, layers = ['embed'];
   for (var l = 0; l + 1 < g.tokens.length; l++) layers.push('block ' + l);
   var hasTarget = g.target !== null && g.target !== undefined;
-  return {positions: g.positions.map(function (p) { return r.tokens[p]; }), layers: layers,
+  var names = window.llmlab.readableTokens(r.tokens);          // whole runs of the prompt, not only the last 8
+  return {positions: g.positions.map(function (p) { return names[p]; }), layers: layers,
           top_tokens: g.tokens, top_probs: g.probs,
           target: hasTarget ? window.llmlabLive.token(g.target) : null,
           target_rank: hasTarget ? g.targetRanks : null, target_prob: hasTarget ? g.targetProbs : null, live: data.live,
