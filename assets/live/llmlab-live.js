@@ -84,6 +84,7 @@
     });
   }
   function lastRequest() { return nextRequest - 1; }
+  var HANDOVER_CHARS = 8 << 18;      // 2M characters (4 MB of text, 3.75 MB of bytes): 8 characters hold 15 bytes
 
   async function start() {
     var t0 = performance.now();
@@ -112,18 +113,23 @@
                    files: big.map(function (f) { return { key: f.key, url: new URL(f.script, vendorBase).href, script_bytes: f.script_bytes }; }) };
     var reply = await call("init", config);
     if (reply.need) {
-      // The worker could not read the files itself (a file:// page): read them here and hand them over.
-      var F = window.llmlabLiveFiles, loaded = 0, texts = {};
+      // The worker could not read the files itself (a file:// page): read them here, one at a time, and
+      // hand each one over in slices of 4 MB that the worker decodes as they come. Only one file's text
+      // is alive on this side, and never more than a slice of it on the worker's, whose memory must
+      // also hold the weights' 540 MB.
+      var F = window.llmlabLiveFiles, loaded = 0;
       for (var i = 0; i < big.length; i++) {
         await ensure(big[i].key);
-        texts[big[i].key] = F[big[i].key];
+        var file = F[big[i].key];
         delete F[big[i].key];
+        for (var at = 0; at < file.text.length; at += HANDOVER_CHARS) {
+          await call("part", { key: big[i].key, bytes: file.bytes, at: at, text: file.text.slice(at, at + HANDOVER_CHARS) });
+        }
+        file = null;
         loaded += big[i].script_bytes;
         emit({ loaded: loaded, message: "loaded " + big[i].script });
       }
-      var handed = call("files", { texts: texts });     // copied into the worker: let the page's copy go
-      texts = null;
-      reply = await handed;
+      reply = await call("files", {});
     }
     info = { nLayers: m.n_layers, nHeads: m.n_heads, dModel: m.d_model, maxTokens: m.max_tokens, context: m.context,
              vocab: reply.vocab, model: m.model, source: reply.source,
@@ -585,8 +591,10 @@
     self.llmlabLiveFiles = {};
 
     // llmlab.live.site's text form: 15-bit numbers written as characters U+3000 + n.
-    function decode15(file) {
-      var text = file.text, n = file.bytes, out = new Uint8Array(n), acc = 0, bits = 0, j = 0;
+    // decode15Into: the text's bytes written into out from byte j (a text that starts at a multiple of
+    // 8 characters starts at a whole byte: 8 characters are 120 bits, 15 bytes).
+    function decode15Into(text, out, j) {
+      var n = out.length, acc = 0, bits = 0;
       for (var i = 0; i < text.length && j < n; i++) {
         acc = (acc << 15) | (text.charCodeAt(i) - 0x3000);
         bits += 15;
@@ -595,6 +603,7 @@
       }
       return out;
     }
+    function decode15(file) { return decode15Into(file.text, new Uint8Array(file.bytes), 0); }
     function progress(loaded, total, message) { self.postMessage({ type: "progress", loaded: loaded, total: total, message: message }); }
 
     // IndexedDB: the decoded files under the build's digest (one entry; an older build's is dropped).
@@ -606,26 +615,36 @@
         request.onerror = function () { reject(request.error); };
       });
     }
+    // One entry per file (each written in its own transaction, so that only one file at a time is being
+    // serialized), then the list of files under the digest: present only once every file is in.
+    function request(db, mode, action) {
+      return new Promise(function (resolve) {
+        var tx = db.transaction("files", mode), result = null, r = action(tx.objectStore("files"));
+        if (r) r.onsuccess = function () { result = r.result; };
+        tx.oncomplete = function () { resolve(mode === "readonly" ? result : true); };
+        tx.onerror = tx.onabort = function () { resolve(mode === "readonly" ? null : false); };
+      });
+    }
     async function cached(digest) {
       try {
-        var db = await database();
-        return await new Promise(function (resolve) {
-          var get = db.transaction("files").objectStore("files").get(digest);
-          get.onsuccess = function () { resolve(get.result || null); };
-          get.onerror = function () { resolve(null); };
-        });
+        var db = await database(), keys = await request(db, "readonly", function (store) { return store.get(digest); });
+        if (!Array.isArray(keys)) return null;
+        var bytes = {};
+        for (var i = 0; i < keys.length; i++) {
+          bytes[keys[i]] = await request(db, "readonly", function (store) { return store.get(digest + " " + keys[i]); });
+          if (!bytes[keys[i]]) return null;
+        }
+        return bytes;
       } catch (error) { return null; }
     }
     async function keep(digest, bytes) {
       try {
-        var db = await database();
-        return await new Promise(function (resolve) {
-          var tx = db.transaction("files", "readwrite"), store = tx.objectStore("files");
-          store.clear();
-          store.put(bytes, digest);
-          tx.oncomplete = function () { resolve(true); };
-          tx.onerror = tx.onabort = function () { resolve(false); };
-        });
+        var db = await database(), keys = Object.keys(bytes);
+        if (!await request(db, "readwrite", function (store) { store.clear(); })) return false;
+        for (var i = 0; i < keys.length; i++) {
+          if (!await request(db, "readwrite", function (store) { store.put(bytes[keys[i]], digest + " " + keys[i]); })) return false;
+        }
+        return await request(db, "readwrite", function (store) { store.put(keys, digest); });
       } catch (error) { return false; }
     }
     // A script file read as bytes (http only: workers may not read file:// URLs): its string, decoded.
@@ -661,10 +680,20 @@
       }
       return start(bytes, source, performance.now() - t0);
     }
-    async function files(m) {
-      var t0 = performance.now(), bytes = {};
-      Object.keys(m.texts).forEach(function (key) { bytes[key] = decode15(m.texts[key]); m.texts[key] = null; });
-      return start(bytes, "page", performance.now() - t0);
+    var handedBytes = {}, handedMs = 0;
+    async function part(m) {                 // a slice of one file's text from the page (file://), decoded
+      var t0 = performance.now();
+      if (m.at % 8) throw new Error("a slice of " + m.key + " starts at character " + m.at + ", not a multiple of 8.");
+      if (!handedBytes[m.key]) handedBytes[m.key] = new Uint8Array(m.bytes);
+      decode15Into(m.text, handedBytes[m.key], m.at / 8 * 15);
+      m.text = null;
+      handedMs += performance.now() - t0;
+      return {};
+    }
+    async function files() {
+      var bytes = handedBytes;
+      handedBytes = {};
+      return start(bytes, "page", handedMs);
     }
     async function start(bytes, source, filesMs) {
       var t0 = performance.now(), timings = { files_ms: filesMs };
@@ -675,54 +704,95 @@
       ort.env.wasm.proxy = false;
       ort.env.wasm.wasmPaths = { mjs: URL.createObjectURL(new Blob([cfg.mjs], { type: "text/javascript" })) };
       ort.env.wasm.wasmBinary = bytes["ort-wasm-simd-threaded.wasm"];
-      var t2 = performance.now(), weights = expand(cfg.recipe, bytes);
-      timings.expand_ms = performance.now() - t2;
-      Object.keys(bytes).forEach(function (key) { if (/^model\.data\./.test(key)) bytes[key] = null; });  // expanded now
-      var externalData = [{ path: cfg.recipe.file, data: weights }];
-      weights = null;
+      // The float32 weights are never whole in this worker's memory: onnxruntime copies each
+      // initializer into its own (WebAssembly) memory by asking the mounted file for that tensor's
+      // byte range, and the range is expanded from the quantized blocks at that moment (see LazyWeights).
+      var weights = new LazyWeights(cfg.recipe, bytes);
       var t1 = performance.now();
       session = await ort.InferenceSession.create(bytes["model.onnx"], {
-        executionProviders: ["wasm"], graphOptimizationLevel: "basic", externalData: externalData,
+        executionProviders: ["wasm"], graphOptimizationLevel: "basic",
+        externalData: [{ path: cfg.recipe.file, data: weights }],
         extra: { session: { disable_prepacking: "1" } }      // no second, repacked copy of the 540 MB
       });
+      if (weights.copied !== cfg.recipe.bytes) {
+        throw new Error("onnxruntime-web read " + weights.copied + " bytes of expanded weights, not the model's " +
+                        cfg.recipe.bytes + ": it no longer reads external data by byte ranges (its version is pinned " +
+                        "in web/package.json; see LazyWeights in llmlab-live.js).");
+      }
+      timings.expand_ms = weights.ms;
+      weights.scratch = null;
+      Object.keys(bytes).forEach(function (key) { if (/^model\.data\./.test(key)) bytes[key] = null; });  // copied now
       timings.session_ms = performance.now() - t1;
       return { vocab: vocab, source: source, stored: stored, timings: timings };
     }
 
-    // The float32 weights from the GGUF's blocks (llmlab.live.export.expand_blocks, in memory): Q4_1
-    // blocks of 20 bytes (d, m as float16, then 16 bytes: element j low nibble, j + 16 high) give
-    // d * q + m; Q8_0 blocks of 34 bytes (d, then 32 int8) give d * q. Both exact as in numpy.
-    function expand(recipe, bytes) {
-      var half = new Float32Array(65536);
-      for (var h = 0; h < 65536; h++) {
-        var sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, f = h & 1023;
-        half[h] = e === 0 ? sign * f * Math.pow(2, -24) : e === 31 ? (f ? NaN : sign * Infinity)
-                                                                   : sign * (1 + f / 1024) * Math.pow(2, e - 15);
+    // The float32 weights from the GGUF's blocks (llmlab.live.export.expand_blocks): Q4_1 blocks of 20
+    // bytes (d, m as float16, then 16 bytes: element j low nibble, j + 16 high) give d * q + m; Q8_0
+    // blocks of 34 bytes (d, then 32 int8) give d * q. Both exact as in numpy. One weight w of the recipe,
+    // written transposed, (cols, rows): element (n, k) of w at k * rows + n.
+    var HALF = null;
+    function expandWeight(w, bytes, w32) {
+      if (!HALF) {
+        HALF = new Float32Array(65536);
+        for (var h = 0; h < 65536; h++) {
+          var sign = h & 0x8000 ? -1 : 1, e = (h >> 10) & 31, f = h & 1023;
+          HALF[h] = e === 0 ? sign * f * Math.pow(2, -24) : e === 31 ? (f ? NaN : sign * Infinity)
+                                                                     : sign * (1 + f / 1024) * Math.pow(2, e - 15);
+        }
       }
-      // written transposed, (cols, rows): element (n, k) of w at k * rows + n
-      var out = new Uint8Array(recipe.bytes), w32 = new Float32Array(out.buffer);
-      recipe.weights.forEach(function (w) {
-        var src = bytes[w.file], N = w.rows, nb = w.cols / 32, n, kb, j, base = w.start, d, m, x, at;
-        for (n = 0; n < N; n++) {
-          for (kb = 0; kb < nb; kb++) {
-            at = w.offset / 4 + kb * 32 * N + n;
-            d = half[src[base] | (src[base + 1] << 8)];
-            if (w.kind === "q4_1") {
-              m = half[src[base + 2] | (src[base + 3] << 8)];
-              for (j = 0; j < 16; j++) {
-                x = src[base + 4 + j];
-                w32[at + j * N] = d * (x & 15) + m;
-                w32[at + (j + 16) * N] = d * (x >> 4) + m;
-              }
-              base += 20;
-            } else {
-              for (j = 0; j < 32; j++) { x = src[base + 2 + j]; w32[at + j * N] = d * (x > 127 ? x - 256 : x); }
-              base += 34;
+      var half = HALF, src = bytes[w.file], N = w.rows, nb = w.cols / 32, n, kb, j, base = w.start, d, m, x, at;
+      for (n = 0; n < N; n++) {
+        for (kb = 0; kb < nb; kb++) {
+          at = kb * 32 * N + n;
+          d = half[src[base] | (src[base + 1] << 8)];
+          if (w.kind === "q4_1") {
+            m = half[src[base + 2] | (src[base + 3] << 8)];
+            for (j = 0; j < 16; j++) {
+              x = src[base + 4 + j];
+              w32[at + j * N] = d * (x & 15) + m;
+              w32[at + (j + 16) * N] = d * (x >> 4) + m;
             }
+            base += 20;
+          } else {
+            for (j = 0; j < 32; j++) { x = src[base + 2 + j]; w32[at + j * N] = d * (x > 127 ? x - 256 : x); }
+            base += 34;
           }
         }
-      });
-      return out;
+      }
+      return new Uint8Array(w32.buffer, 0, w.rows * w.cols * 4);
+    }
+    // weights.f32 as onnxruntime-web mounts it, without its 540 MB ever being whole in JavaScript. The
+    // runtime (1.30, pinned) looks up the mounted file, checks byteLength, and copies each initializer with
+    // HEAPU8.set(file.subarray(offset, offset + length)) at once: this byte array answers subarray by
+    // expanding the weight that range covers into one reused buffer (as large as the largest weight, the
+    // 113 MB embedding), so the page's memory holds the runtime's copy and the quantized blocks, not
+    // twice the weights, and expanding leaves no garbage behind.
+    class LazyWeights extends Uint8Array {
+      constructor(recipe, bytes) {
+        super(0);
+        this.recipe = recipe;
+        this.files = bytes;
+        this.copied = 0;
+        this.ms = 0;
+        this.scratch = new Float32Array(Math.max.apply(null, recipe.weights.map(function (w) { return w.rows * w.cols; })));
+      }
+      get byteLength() { return this.recipe.bytes; }
+      get length() { return this.recipe.bytes; }
+      subarray(begin, end) {
+        var t0 = performance.now(), files = this.files, scratch = this.scratch, out = null;
+        this.recipe.weights.forEach(function (w) {
+          var lo = Math.max(begin, w.offset), hi = Math.min(end, w.offset + w.rows * w.cols * 4);
+          if (lo >= hi) return;
+          var expanded = expandWeight(w, files, scratch);
+          if (lo === begin && hi === end) { out = expanded.subarray(lo - w.offset, hi - w.offset); return; }  // the usual case
+          out = out || new Uint8Array(end - begin);
+          out.set(expanded.subarray(lo - w.offset, hi - w.offset), lo - begin);
+        });
+        out = out || new Uint8Array(end - begin);
+        this.copied += end - begin;
+        this.ms += performance.now() - t0;
+        return out;
+      }
     }
 
     function int64(values) { return new self.ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [values.length]); }
@@ -929,7 +999,7 @@
                                         prompt_tokens: ids.length, cache: m.cache } };
     }
 
-    var handlers = { init: init, files: files, run: run, generate: generate };
+    var handlers = { init: init, part: part, files: files, run: run, generate: generate };
     self.onmessage = function (event) {
       var m = event.data;
       if (m.type === "cancel") { cancelled[m.target] = true; return; }
