@@ -1,5 +1,59 @@
-"""Shared by the figure scripts: write a matplotlib figure as a reproducible SVG."""
+"""Shared by the figure scripts: write a matplotlib figure as a reproducible SVG, in English and in Chinese.
+
+Every script draws each of LANGUAGES: English to figures/generated/NAME.svg (the notebooks carry its PNG),
+Chinese to NAME.zh_CN.svg and NAME.zh_CN.png (the Chinese site and notebooks show those instead).
+"""
+import warnings
 from pathlib import Path
+
+LANGUAGES = ("en", "zh_CN")
+CJK_FONT = "Noto Sans CJK SC"          # Debian's fonts-noto-cjk; `make fonts` installs it
+
+
+def localized(out: Path, language: str) -> Path:
+    """Where the drawing in `language` goes: NAME.svg for English, NAME.zh_CN.svg for Chinese."""
+    if language not in LANGUAGES:
+        raise ValueError(f"unknown language {language!r}; expected one of {LANGUAGES}")
+    return out if language == "en" else out.with_name(f"{out.stem}.{language}{out.suffix}")
+
+
+def use_language(language: str) -> None:
+    """Set matplotlib's fonts for drawing in `language`: for Chinese, the CJK font as a fallback after
+    the usual ones (so Latin letters, digits and formulas look as in the English drawing)."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    localized(Path("x.svg"), language)                     # refuses an unknown language
+    keys = ("font.family", "font.monospace")
+    if language == "en":
+        matplotlib.rcParams.update({key: matplotlib.rcParamsOrig[key] for key in keys})
+        return
+    try:
+        font_manager.findfont(font_manager.FontProperties(family=CJK_FONT), fallback_to_default=False)
+    except ValueError:
+        raise SystemExit(f"the Chinese drawings need the font {CJK_FONT!r}, which matplotlib cannot find; "
+                         "install it (sudo apt-get install fonts-noto-cjk, or `make fonts`) and rerun") from None
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans", CJK_FONT]
+    matplotlib.rcParams["font.monospace"] = ["DejaVu Sans Mono", CJK_FONT]
+
+
+def mono(language: str):
+    """The font family for code and shapes: plain 'monospace' in English, and in Chinese the mono font
+    with the CJK font after it (matplotlib does not fall back from a generic family)."""
+    return "monospace" if language == "en" else ["DejaVu Sans Mono", CJK_FONT]
+
+
+def translator(table: dict, language: str, figure: str):
+    """t(text): the text as it is in English, its entry of `table` (English -> Chinese) in Chinese."""
+    localized(Path("x.svg"), language)
+
+    def t(text: str) -> str:
+        if language == "en":
+            return text
+        if text not in table:
+            raise KeyError(f"{figure}: no {language} text for {text!r}; add it to the script's ZH table")
+        return table[text]
+    return t
 
 
 def save_svg(fig, out: Path, **savefig_kwargs) -> None:
@@ -11,9 +65,16 @@ def save_svg(fig, out: Path, **savefig_kwargs) -> None:
     import matplotlib
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    with matplotlib.rc_context({"svg.hashsalt": "llmlab-figures"}):   # else ids are salted at random
-        fig.savefig(out, format="svg", metadata={"Date": None}, **savefig_kwargs)
-    fig.savefig(out.with_suffix(".png"), format="png", dpi=150, metadata={"Software": None}, **savefig_kwargs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with matplotlib.rc_context({"svg.hashsalt": "llmlab-figures"}):   # else ids are salted at random
+            fig.savefig(out, format="svg", metadata={"Date": None}, **savefig_kwargs)
+        fig.savefig(out.with_suffix(".png"), format="png", dpi=150, metadata={"Software": None}, **savefig_kwargs)
+    missing = sorted({str(w.message) for w in caught if "missing from" in str(w.message)})
+    if missing:          # the PNG would show empty boxes where these characters belong
+        raise SystemExit(f"{out.name}: characters the fonts cannot draw: {missing}")
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     print(f"wrote {out} and its .png")
 
 

@@ -8,9 +8,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, mono, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch02_bpe_encode.svg")
+ZH = {
+    "BPE: earliest-learned merge first": "BPE：最早学到的合并规则优先",
+    "wrong: leftmost pair first": "错误做法：最左边的词对优先",
+    "no pair has a merge: done": "没有可合并的词对：结束",
+    "rank {rank}": "优先级 {rank}",
+    "learned merges:  rank 1: b + c → bc    rank 2: a + b → ab":
+        "学到的合并规则：  优先级 1: b + c → bc    优先级 2: a + b → ab",
+}
 
 # The merges, in the order they were learned: rank 1 was learned first and has priority.
 MERGES = [("b", "c", "bc"), ("a", "b", "ab")]
@@ -30,7 +38,7 @@ def encode(tokens, leftmost):
         states.append(tokens[:i] + [NEW[(tokens[i], tokens[i + 1])]] + tokens[i + 2:])
 
 
-def draw_column(ax, x0, title, states, leftmost, colour):
+def draw_column(ax, x0, title, states, leftmost, colour, t):
     ax.text(x0 + 1.6, 3.55, title, ha="center", va="bottom", fontsize=11, fontweight="bold", color=colour)
     for row, tokens in enumerate(states):
         y = 2.6 - row * 1.25
@@ -42,32 +50,43 @@ def draw_column(ax, x0, title, states, leftmost, colour):
         # the candidate pairs of this state, with the rank of their merge
         spots = [i for i in range(len(tokens) - 1) if (tokens[i], tokens[i + 1]) in RANK]
         if not spots:
-            ax.text(x0 + len(tokens) * 1.1 + 0.1, y + 0.27, "no pair has a merge: done", va="center",
+            ax.text(x0 + len(tokens) * 1.1 + 0.1, y + 0.27, t("no pair has a merge: done"), va="center",
                     fontsize=9, color="#333333")
             continue
         chosen = spots[0] if leftmost else min(spots, key=lambda s: RANK[(tokens[s], tokens[s + 1])])
         for i in spots:
             rank = RANK[(tokens[i], tokens[i + 1])]
             xm = x0 + i * 1.1 + 1.0
-            ax.text(xm, y - 0.18, f"rank {rank}", ha="center", va="top", fontsize=9,
+            ax.text(xm, y - 0.18, t("rank {rank}").format(rank=rank), ha="center", va="top", fontsize=9,
                     color=colour if i == chosen else "#888888", fontweight="bold" if i == chosen else None)
         ax.annotate("", xy=(x0 + chosen * 1.1 + 1.0, y - 0.72), xytext=(x0 + chosen * 1.1 + 1.0, y - 0.45),
                     arrowprops=dict(arrowstyle="->", color=colour, lw=1.3))
 
 
-def main() -> None:
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     plt.rcParams["svg.fonttype"] = "none"  # keep text as text in the SVG
     fig, ax = plt.subplots(figsize=(9, 3.6))
     start = ["a", "b", "c"]
-    draw_column(ax, 0.0, "BPE: earliest-learned merge first", encode(start, leftmost=False), False, "#1f6e2a")
-    draw_column(ax, 5.2, "wrong: leftmost pair first", encode(start, leftmost=True), True, "#b22222")
-    ax.text(4.6, -0.55, "learned merges:  rank 1: b + c → bc    rank 2: a + b → ab", ha="center", fontsize=10,
-            family="monospace", color="#333333")
+    draw_column(ax, 0.0, t("BPE: earliest-learned merge first"), encode(start, leftmost=False), False, "#1f6e2a", t)
+    draw_column(ax, 5.2, t("wrong: leftmost pair first"), encode(start, leftmost=True), True, "#b22222", t)
+    ax.text(4.6, -0.55, t("learned merges:  rank 1: b + c → bc    rank 2: a + b → ab"), ha="center", fontsize=10,
+            family=mono(language), color="#333333")
     ax.set_xlim(-0.2, 9.8)
     ax.set_ylim(-0.8, 4.0)
     ax.axis("off")
-    save_svg(fig, OUT, bbox_inches="tight")
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

@@ -10,14 +10,24 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, mono, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch05_gqa_cache.svg")
+ZH = {
+    "KV head {g}": "KV 头 {g}", "one (K, V) column per past token": "每个已有词元一列 (K, V)",
+    "cached per token and layer:\nMHA  2 × 9 × 64 = 1,152 numbers\nGQA  2 × 3 × 64 =   384 numbers\n"
+    "each KV head serves 3 query heads\n(repeat_kv copies it for the scores)":
+        "每个词元、每层缓存：\nMHA  2 × 9 × 64 = 1,152 个数\nGQA  2 × 3 × 64 =   384 个数\n"
+        "每个 KV 头服务 3 个查询头\n（算分数时 repeat_kv 复制它）",
+}
 GROUPS = ["#4c72b0", "#55a868", "#c44e52"]
 N_Q, N_KV, T = 9, 3, 6   # SmolLM2: 9 query heads, 3 KV heads; 6 cached positions drawn
 
 
-def main():
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     fig, ax = plt.subplots(figsize=(9.5, 3.3))
     rep = N_Q // N_KV
     for h in range(N_Q):
@@ -30,25 +40,33 @@ def main():
     for g in range(N_KV):
         x0 = 0.4 + g * 2.3
         for kind, y in [("K", 1.45), ("V", 0.55)]:
-            for t in range(T):
-                ax.add_patch(Rectangle((x0 + t * 0.3, y), 0.28, 0.6, facecolor=GROUPS[g], alpha=0.35 + 0.1 * (t % 2),
+            for pos in range(T):
+                ax.add_patch(Rectangle((x0 + pos * 0.3, y), 0.28, 0.6, facecolor=GROUPS[g], alpha=0.35 + 0.1 * (pos % 2),
                                        edgecolor="white"))
             ax.text(x0 - 0.1, y + 0.3, kind + str(g), ha="right", va="center", fontsize=8.5)
-        ax.text(x0 + 0.9, 2.2, f"KV head {g}", ha="center", va="bottom", fontsize=8.5)
+        ax.text(x0 + 0.9, 2.2, t("KV head {g}").format(g=g), ha="center", va="bottom", fontsize=8.5)
     ax.annotate("", xy=(0.4 + 1.8, 0.35), xytext=(0.4, 0.35), arrowprops=dict(arrowstyle="-|>", color="#555555"))
-    ax.text(0.4, 0.12, "one (K, V) column per past token", fontsize=8, va="top")
-    ax.text(7.3, 2.4, "cached per token and layer:\n"
-            "MHA  2 × 9 × 64 = 1,152 numbers\n"
-            "GQA  2 × 3 × 64 =   384 numbers\n"
-            "each KV head serves 3 query heads\n"
-            "(repeat_kv copies it for the scores)",
-            fontsize=8.5, va="top", family="monospace")
+    ax.text(0.4, 0.12, t("one (K, V) column per past token"), fontsize=8, va="top")
+    ax.text(7.3, 2.4, t("cached per token and layer:\n"
+                       "MHA  2 × 9 × 64 = 1,152 numbers\n"
+                       "GQA  2 × 3 × 64 =   384 numbers\n"
+                       "each KV head serves 3 query heads\n"
+                       "(repeat_kv copies it for the scores)"),
+            fontsize=8.5, va="top", family=mono(language))
     ax.set_xlim(-0.3, 11.0)
     ax.set_ylim(-0.2, 3.6)
     ax.axis("off")
     fig.tight_layout()
-    save_svg(fig, OUT)
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

@@ -10,9 +10,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch05_mha_gqa_mqa.svg")
+ZH = {
+    "MHA: one KV head per query head": "MHA：每个查询头一个 KV 头", "GQA: groups of 3 share one KV head": "GQA：每 3 个查询头共享一个 KV 头",
+    "MQA: all share one KV head": "MQA：所有查询头共享一个 KV 头",
+    "SmolLM2-135M: GQA, 9 query heads / 3 KV heads.   Gemma-3-270M: MQA, 4 query heads / 1 KV head.":
+        "SmolLM2-135M：GQA，9 个查询头 / 3 个 KV 头。   Gemma-3-270M：MQA，4 个查询头 / 1 个 KV 头。",
+}
 QUERY, KV = "#4c72b0", "#dd8452"
 N_Q = 6  # query heads drawn in every panel
 
@@ -38,16 +44,27 @@ def panel(ax, title, n_kv):
     ax.axis("off")
 
 
-def main():
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     fig, axes = plt.subplots(1, 3, figsize=(10, 2.6))
-    panel(axes[0], "MHA: one KV head per query head", N_Q)
-    panel(axes[1], "GQA: groups of 3 share one KV head", 2)
-    panel(axes[2], "MQA: all share one KV head", 1)
-    fig.text(0.5, 0.01, "SmolLM2-135M: GQA, 9 query heads / 3 KV heads.   Gemma-3-270M: MQA, 4 query heads / 1 KV head.",
+    panel(axes[0], t("MHA: one KV head per query head"), N_Q)
+    panel(axes[1], t("GQA: groups of 3 share one KV head"), 2)
+    panel(axes[2], t("MQA: all share one KV head"), 1)
+    fig.text(0.5, 0.01, t("SmolLM2-135M: GQA, 9 query heads / 3 KV heads.   Gemma-3-270M: MQA, 4 query heads / 1 KV head."),
              ha="center", fontsize=9, color="#444444")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    save_svg(fig, OUT)
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

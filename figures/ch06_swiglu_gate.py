@@ -10,9 +10,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch06_swiglu_gate.svg")
+ZH = {
+    "SiLU\n(GELU: GeGLU)": "SiLU\n（换成 GELU：GeGLU）", "the gate: how open, per neuron": "门：每个神经元开多大",
+    "the value: what passes, linear": "值：线性的，决定通过什么",
+    "SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
+    "instead of 4 d for the same parameter count.":
+        "SmolLM2：d = 576，d_ff = 1536。  用三个矩阵代替两个，所以参数量相同时 d_ff 约为 8/3 d，而不是 4 d。",
+}
 TENSOR, OP, GATE = "#4c72b0", "#dd8452", "#55a868"
 
 
@@ -26,7 +33,10 @@ def arrow(ax, x0, y0, x1, y1):
     ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="-|>", color="#555555", lw=1.2))
 
 
-def main():
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     fig, ax = plt.subplots(figsize=(9.5, 2.9))
     box(ax, 0.9, 1.0, "x\n(T, d)", TENSOR, w=1.2)
     arrow(ax, 1.55, 1.1, 2.35, 1.8)
@@ -34,9 +44,9 @@ def main():
     box(ax, 3.2, 1.8, "x W_gate\n(T, d_ff)", OP)
     box(ax, 3.2, 0.2, "x W_up\n(T, d_ff)", OP)
     arrow(ax, 4.1, 1.8, 4.75, 1.8)
-    box(ax, 5.5, 1.8, "SiLU\n(GELU: GeGLU)", GATE, w=1.4)
-    ax.text(5.5, 2.3, "the gate: how open, per neuron", ha="center", fontsize=8.5, color="#333333")
-    ax.text(3.2, -0.3, "the value: what passes, linear", ha="center", fontsize=8.5, color="#333333")
+    box(ax, 5.5, 1.8, t("SiLU\n(GELU: GeGLU)"), GATE, w=1.4)
+    ax.text(5.5, 2.3, t("the gate: how open, per neuron"), ha="center", fontsize=8.5, color="#333333")
+    ax.text(3.2, -0.3, t("the value: what passes, linear"), ha="center", fontsize=8.5, color="#333333")
     arrow(ax, 6.25, 1.65, 6.95, 1.1)
     arrow(ax, 4.1, 0.2, 6.95, 0.9)
     ax.add_patch(plt.Circle((7.25, 1.0), 0.3, color=GATE))
@@ -44,14 +54,22 @@ def main():
     ax.text(7.25, 0.45, "h (T, d_ff)", ha="center", fontsize=8.5)
     arrow(ax, 7.6, 1.0, 8.25, 1.0)
     box(ax, 9.1, 1.0, "h W_down\n(T, d)", OP)
-    ax.text(0.2, -0.75, "SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
-            "instead of 4 d for the same parameter count.", fontsize=8.5, color="#444444")
+    ax.text(0.2, -0.75, t("SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
+                           "instead of 4 d for the same parameter count."), fontsize=8.5, color="#444444")
     ax.set_xlim(0.0, 10.2)
     ax.set_ylim(-0.95, 2.6)
     ax.axis("off")
     fig.tight_layout()
-    save_svg(fig, OUT)
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

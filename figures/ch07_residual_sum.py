@@ -10,9 +10,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch07_residual_sum.svg")
+ZH = {
+    "embed-\nding e": "嵌入\ne", "norm\n→ attn {label}": "归一化\n→ 注意力 {label}",
+    "norm\n→ FFN {label}": "归一化\n→ 前馈 {label}", "final\nnorm": "最终\n归一化",
+    "Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is overwritten.\n"
+    "After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29.":
+        "每个子层读取残差流的一份归一化副本，再把自己的输出加到流上：什么都不会被覆盖。\n"
+        "第 29 块之后：  x = e + a0 + m0 + a1 + m1 + … + a29 + m29。",
+}
 STREAM, ATTN, FFN, NORM = "#4c72b0", "#dd8452", "#55a868", "#8172b2"
 
 
@@ -27,10 +35,13 @@ def plus(ax, x, y):
     ax.text(x, y, "+", ha="center", va="center", fontsize=11, color=STREAM, zorder=4)
 
 
-def main():
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     fig, ax = plt.subplots(figsize=(10.5, 3.0))
     y = 0.0
-    box(ax, 0.2, y, "embed-\nding e", STREAM, w=1.1, h=0.6)
+    box(ax, 0.2, y, t("embed-\nding e"), STREAM, w=1.1, h=0.6)
     ax.plot([0.85, 11.1], [y, y], color=STREAM, lw=3, zorder=1)
     x = 1.6
     for l, label in [(0, "0"), (1, "1"), (None, "…"), (29, "29")]:
@@ -39,7 +50,7 @@ def main():
             x += 1.2
             continue
         for kind, colour, name in [("attn", ATTN, f"a{label}"), ("mlp", FFN, f"m{label}")]:
-            box(ax, x + 0.45, 1.25, f"norm\n→ {'attn' if kind == 'attn' else 'FFN'} {label}", colour, w=1.05, h=0.6)
+            box(ax, x + 0.45, 1.25, t("norm\n→ attn {label}" if kind == "attn" else "norm\n→ FFN {label}").format(label=label), colour, w=1.05, h=0.6)
             ax.annotate("", xy=(x + 0.2, 0.93), xytext=(x + 0.2, 0.05),
                         arrowprops=dict(arrowstyle="-|>", color="#777777", lw=1))
             ax.annotate("", xy=(x + 0.7, 0.18), xytext=(x + 0.7, 0.93),
@@ -48,16 +59,24 @@ def main():
             plus(ax, x + 0.7, y)
             x += 1.25
         x += 0.1
-    box(ax, 11.75, y, "final\nnorm", NORM, w=1.1, h=0.6)
-    ax.text(-0.3, -0.65, "Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is overwritten.\n"
-            "After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29.",
+    box(ax, 11.75, y, t("final\nnorm"), NORM, w=1.1, h=0.6)
+    ax.text(-0.3, -0.65, t("Each sublayer reads a normalised copy of the stream and ADDS its output; nothing is overwritten.\n"
+                            "After block 29:  x = e + a0 + m0 + a1 + m1 + … + a29 + m29."),
             fontsize=9, color="#333333")
     ax.set_xlim(-0.45, 12.4)
     ax.set_ylim(-1.15, 1.7)
     ax.axis("off")
     fig.tight_layout()
-    save_svg(fig, OUT)
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

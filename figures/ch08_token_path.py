@@ -11,9 +11,21 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch08_token_path.svg")
+ZH = {
+    "embedding\nrow (576,)": "嵌入\n行 (576,)", "attn + FFN\n(576,)": "注意力 + 前馈\n(576,)",
+    "final RMSNorm\n(576,)": "最终 RMSNorm\n(576,)", "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个逻辑值\nsoftmax → ' Paris'",
+    "token id: one integer per position": "词元 id：每个位置一个整数",
+    "look up one row of the (49,152 × 576) table": "在 (49,152 × 576) 的表中查出一行",
+    "block 0: x += attn(norm(x)), the only step that reads earlier positions\n(orange); then x += FFN(norm(x)), this position alone":
+        "第 0 块：x += attn(norm(x))，唯一读取前面位置的一步\n（橙色）；然后 x += FFN(norm(x))，只处理本位置",
+    "block 29, the last of 30: the same two steps, same shapes,\n(576,) in, (576,) out":
+        "第 29 块（30 块中的最后一块）：同样的两步，同样的形状，\n输入 (576,)，输出 (576,)",
+    "the next token is read from the LAST position only": "下一个词元只从最后一个位置读出",
+    "dot product with every row of the (tied) embedding table": "与（权重共享的）嵌入表的每一行做点积",
+}
 TOKENS = ["The", " capital", " of", " France", " is"]
 STREAM, OTHER, ATTN, FFN, HEAD = "#4c72b0", "#c8c8c8", "#dd8452", "#55a868", "#8172b2"
 
@@ -28,19 +40,22 @@ def arrow(ax, x0, y0, x1, y1, colour="#555555", lw=1.1):
     ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw))
 
 
-def main():
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     fig, ax = plt.subplots(figsize=(10, 5.6))
     xs = [0.8 + 1.3 * i for i in range(len(TOKENS))]
     rows = {"token": 0.0, "embed": 1.0, "b0": 2.3, "dots": 3.35, "b29": 4.3, "norm": 5.4, "head": 6.3}
-    for i, (x, t) in enumerate(zip(xs, TOKENS)):
+    for i, (x, token) in enumerate(zip(xs, TOKENS)):
         last = i == len(TOKENS) - 1
         colour = STREAM if last else OTHER
         tc = "white" if last else "#333333"
-        box(ax, x, rows["token"], repr(t), colour, 1.1, 0.45, text_colour=tc)
-        box(ax, x, rows["embed"], "embedding\nrow (576,)", colour, 1.1, 0.55, fontsize=7.5, text_colour=tc)
+        box(ax, x, rows["token"], repr(token), colour, 1.1, 0.45, text_colour=tc)
+        box(ax, x, rows["embed"], t("embedding\nrow (576,)"), colour, 1.1, 0.55, fontsize=7.5, text_colour=tc)
         arrow(ax, x, rows["token"] + 0.25, x, rows["embed"] - 0.3)
         for key in ("b0", "b29"):
-            box(ax, x, rows[key], "attn + FFN\n(576,)", colour, 1.1, 0.6, fontsize=7.5, text_colour=tc)
+            box(ax, x, rows[key], t("attn + FFN\n(576,)"), colour, 1.1, 0.6, fontsize=7.5, text_colour=tc)
         ax.text(x, rows["dots"], "⋮", ha="center", va="center", fontsize=16, color="#555555")
         arrow(ax, x, rows["embed"] + 0.3, x, rows["b0"] - 0.32)
         arrow(ax, x, rows["b0"] + 0.32, x, rows["dots"] - 0.25)
@@ -52,9 +67,9 @@ def main():
                             arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
                                             connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
     xl = xs[-1]
-    box(ax, xl, rows["norm"], "final RMSNorm\n(576,)", STREAM, 1.7, 0.55, fontsize=7.5)
+    box(ax, xl, rows["norm"], t("final RMSNorm\n(576,)"), STREAM, 1.7, 0.55, fontsize=7.5)
     arrow(ax, xl, rows["b29"] + 0.32, xl, rows["norm"] - 0.3)
-    box(ax, xl, rows["head"], "LM head: 49,152 logits\nsoftmax → ' Paris'", HEAD, 2.7, 0.6, fontsize=7.5)
+    box(ax, xl, rows["head"], t("LM head: 49,152 logits\nsoftmax → ' Paris'"), HEAD, 2.7, 0.6, fontsize=7.5)
     arrow(ax, xl, rows["norm"] + 0.3, xl, rows["head"] - 0.32)
     notes = [
         (rows["token"], "token id: one integer per position"),
@@ -66,13 +81,21 @@ def main():
         (rows["head"], "dot product with every row of the (tied) embedding table"),
     ]
     for y, text in notes:
-        ax.text(7.5, y, text, fontsize=8.5, va="center", color="#333333")
+        ax.text(7.5, y, t(text), fontsize=8.5, va="center", color="#333333")
     ax.set_xlim(0.0, 13.2)
     ax.set_ylim(-0.4, 6.75)
     ax.axis("off")
     fig.tight_layout()
-    save_svg(fig, OUT)
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)
