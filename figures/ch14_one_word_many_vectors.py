@@ -10,12 +10,21 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch14_one_word_many_vectors.svg")
+ZH = {
+    "embedding": "嵌入", "after block {n}": "第 {n} 块之后",
+    "one row of the\nembedding table:\nthe same in both": "嵌入表中的\n同一行：\n两句都一样",
+    "“... the sweet juice\nfrom apple”": "“... the sweet juice\nfrom apple”", "“... the new software\nfrom apple”": "“... the new software\nfrom apple”",
+    "the vector of the last token ' apple', block by block": "最后一个词元 ' apple' 的向量，一块一块地变化",
+}
 
 
-def main() -> None:
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     plt.rcParams["svg.fonttype"] = "none"
     fig, ax = plt.subplots(figsize=(8.5, 3.8))
     depths = [0, 1, 2, 3, 4]
@@ -28,16 +37,24 @@ def main() -> None:
         else:
             ax.annotate("", xy=(x + dx, dy), xytext=(x, 0), arrowprops=dict(arrowstyle="->", color="#55a868", lw=2))
             ax.annotate("", xy=(x + cx, cy), xytext=(x, 0), arrowprops=dict(arrowstyle="->", color="#4c72b0", lw=2))
-        ax.text(x + 0.3, -2.1, "embedding" if d == 0 else f"after block {d - 1}", ha="center", fontsize=8.5)
-    ax.text(0.0, 0.35, "one row of the\nembedding table:\nthe same in both", fontsize=8, va="bottom")
-    ax.text(7.2 + 0.9, 1.6, "“... the sweet juice\nfrom apple”", fontsize=8.5, color="#55a868", va="center")
-    ax.text(7.2 + 0.95, -1.5, "“... the new software\nfrom apple”", fontsize=8.5, color="#4c72b0", va="center")
-    ax.text(3.6, 2.3, "the vector of the last token ' apple', block by block", ha="center", fontsize=10)
+        ax.text(x + 0.3, -2.1, t("embedding") if d == 0 else t("after block {n}").format(n=d - 1), ha="center", fontsize=8.5)
+    ax.text(0.0, 0.35, t("one row of the\nembedding table:\nthe same in both"), fontsize=8, va="bottom")
+    ax.text(7.2 + 0.9, 1.6, t("“... the sweet juice\nfrom apple”"), fontsize=8.5, color="#55a868", va="center")
+    ax.text(7.2 + 0.95, -1.5, t("“... the new software\nfrom apple”"), fontsize=8.5, color="#4c72b0", va="center")
+    ax.text(3.6, 2.3, t("the vector of the last token ' apple', block by block"), ha="center", fontsize=10)
     ax.set_xlim(-0.3, 9.6)
     ax.set_ylim(-2.4, 2.6)
     ax.axis("off")
-    save_svg(fig, OUT, bbox_inches="tight")
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)

@@ -11,9 +11,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import save_svg  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch15_logit_lens.svg")
+ZH = {
+    "emb": "嵌入", "block 0": "第 0 块", "block 11": "第 11 块", "block 12": "第 12 块", "block 13": "第 13 块",
+    "block 17": "第 17 块", "' of'": "' of'", "junk": "无意义词元", "' cities'": "' cities'", "' Eiffel'": "' Eiffel'",
+    "' Paris'": "' Paris'", "final norm → LM head": "最终归一化 → 语言模型头",
+    "The Eiffel Tower is in the city of": "提示：“The Eiffel Tower is in the city of”",
+    "residual stream\nafter each block": "每块之后的\n残差流",
+    "the model's own readout,\nused after every block": "模型自己的读出，\n用在每一块之后",
+    "top token\n(last position)": "最高分词元\n（最后一个位置）", "= the model's\n   own output": "= 模型自己\n   的输出",
+}
 BLOCK, READ, TOKEN = "#c6dbf7", "#f7c6d0", "#eeeeee"
 
 
@@ -28,7 +37,10 @@ def arrow(ax, x0, y0, x1, y1, colour="#333333", style="->"):
     ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle=style, color=colour, lw=1.3))
 
 
-def main() -> None:
+def draw(language: str):
+    """The figure, every text in `language`."""
+    t = translator(ZH, language, OUT.stem)
+    use_language(language)
     plt.rcParams["svg.fonttype"] = "none"
     fig, ax = plt.subplots(figsize=(9, 5.2))
     rows = [("emb", "' of'"), ("block 0", "' of'"), ("...", "junk"), ("block 11", "' cities'"),
@@ -39,22 +51,30 @@ def main() -> None:
             ax.text(1.0, y + 0.2, "⋮", ha="center", va="center", fontsize=14)
             ax.text(6.9, y + 0.2, "⋮", ha="center", va="center", fontsize=14)
             continue
-        box(ax, 0.3, y, 1.4, 0.42, name, BLOCK if name != "emb" else TOKEN)
+        box(ax, 0.3, y, 1.4, 0.42, t(name), BLOCK if name != "emb" else TOKEN)
         arrow(ax, 1.75, y + 0.21, 3.0, y + 0.21, colour="#c44e52")
-        box(ax, 3.0, y, 2.6, 0.42, "final norm → LM head", READ, size=8.5)
+        box(ax, 3.0, y, 2.6, 0.42, t("final norm → LM head"), READ, size=8.5)
         arrow(ax, 5.65, y + 0.21, 6.2, y + 0.21)
-        box(ax, 6.2, y, 1.4, 0.42, top, TOKEN, size=9, bold=top == "' Paris'")
+        box(ax, 6.2, y, 1.4, 0.42, t(top), TOKEN, size=9, bold=top == "' Paris'")
     arrow(ax, 1.0, 0.05, 1.0, 0.3, colour="#777777")
-    ax.text(1.0, -0.05, "The Eiffel Tower is in the city of", ha="center", va="top", fontsize=8.5)
-    ax.text(2.35, 5.15, "residual stream\nafter each block", ha="center", va="bottom", fontsize=8.5, color="#c44e52")
-    ax.text(4.3, 5.15, "the model's own readout,\nused after every block", ha="center", va="bottom", fontsize=8.5)
-    ax.text(6.9, 5.15, "top token\n(last position)", ha="center", va="bottom", fontsize=8.5)
-    ax.text(7.9, 0.3 + 7 * 0.6 + 0.21, "= the model's\n   own output", fontsize=8, va="center", color="#555555")
+    ax.text(1.0, -0.05, t("The Eiffel Tower is in the city of"), ha="center", va="top", fontsize=8.5)
+    ax.text(2.35, 5.15, t("residual stream\nafter each block"), ha="center", va="bottom", fontsize=8.5, color="#c44e52")
+    ax.text(4.3, 5.15, t("the model's own readout,\nused after every block"), ha="center", va="bottom", fontsize=8.5)
+    ax.text(6.9, 5.15, t("top token\n(last position)"), ha="center", va="bottom", fontsize=8.5)
+    ax.text(7.9, 0.3 + 7 * 0.6 + 0.21, t("= the model's\n   own output"), fontsize=8, va="center", color="#555555")
     ax.set_xlim(0, 9)
     ax.set_ylim(-0.4, 5.8)
     ax.axis("off")
-    save_svg(fig, OUT, bbox_inches="tight")
+    return fig
+
+
+def main(language: str = "en", folder: Path = OUT.parent) -> None:
+    """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
+    fig = draw(language)
+    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main()
+    for language in LANGUAGES:
+        main(language)
