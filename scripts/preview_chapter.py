@@ -35,7 +35,13 @@ def main() -> int:
     book = Path(args.out) / notebook.stem
     shutil.rmtree(book, ignore_errors=True)
     (book / "chapters").mkdir(parents=True)
-    shutil.copy(ROOT / "_config.yml", book / "_config.yml")
+    # the page is executed here, every time: the book's own build reads an execution cache that
+    # scripts/execute_book.py fills, which a preview must neither read (stale) nor write
+    config = (ROOT / "_config.yml").read_text()
+    config = re.sub(r"execute_notebooks:\s*cache", "execute_notebooks: force", config)
+    config = re.sub(r"\n\s*cache: _build/\.jupyter_cache", "", config)
+    assert "execute_notebooks: force" in config, "_config.yml has no execute_notebooks setting to override"
+    (book / "_config.yml").write_text(config)
     (book / "intro.md").write_text("# Preview\n")
     for name in ["assets", "figures", "glossary", "_ext"]:
         if (ROOT / name).exists():
