@@ -53,8 +53,9 @@ def extract(outdir: Path = BUILD / "gettext") -> Path:
     return outdir
 
 
-def update_catalogs(templates: Path) -> list[str]:
-    """Merge every template into its page's catalog; return a line per page on what changed."""
+def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]:
+    """Merge every template into its page's catalog (or only those of the pages `only` names);
+    return a line per page on what changed."""
     from babel.messages.catalog import Catalog
     from babel.messages.pofile import read_po, write_po
 
@@ -72,6 +73,8 @@ def update_catalogs(templates: Path) -> list[str]:
         if page.parts[0].startswith("_"):
             continue
         seen.add(page.as_posix())
+        if only and page.as_posix() not in only:
+            continue
         with open(pot, "rb") as f:
             template = read_po(f)
         po = CATALOGS / page.with_suffix(".po")
@@ -106,7 +109,7 @@ def update_catalogs(templates: Path) -> list[str]:
             write_po(f, catalog, width=0, no_location=True, ignore_obsolete=True, sort_output=False)
     for po in sorted(CATALOGS.rglob("*.po")):
         page = po.relative_to(CATALOGS).with_suffix("").as_posix()
-        if page not in seen:
+        if page not in seen and not only:
             report.append(f"{page}: the page is gone from the book; its catalog was removed")
             po.unlink()
     return report
@@ -219,7 +222,9 @@ def build(strict: bool = True) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("catalogs", help="extract the English text and update locales/zh_CN")
+    c = sub.add_parser("catalogs", help="extract the English text and update locales/zh_CN")
+    c.add_argument("--only", nargs="+", metavar="PAGE", help="update only these pages' catalogs "
+                   "(chapters/05_self_attention ...)")
     sub.add_parser("status", help="how complete each page's catalog is")
     sub.add_parser("check", help="translations that lost or changed code, formulas, roles or links")
     b = sub.add_parser("build", help="build the Chinese site into _build/html/zh")
@@ -227,7 +232,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "catalogs":
-        for line in update_catalogs(extract()):
+        for line in update_catalogs(extract(), args.only):
             print(line)
         return 0
     if args.command == "check":
