@@ -15,7 +15,7 @@ from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noq
 OUT = Path("figures/generated/ch05_multihead_split.svg")
 ZH = {
     "view +\ntranspose": "view +\ntranspose", "head {h}": "头 {h}",
-    "(H, T, d_k): one slice\nof width d_k per head": "(H, T, d_k)：每个头\n一片宽为 d_k 的切片",
+    "(H, T, d_k): one slice\nof width d_k per head": "(H, T, d_k)：每个头一片宽 d_k 的切片",   # one line: two lines of CJK reach the note below
     "concatenated   (T, H·d_k)": "拼接   (T, H·d_k)", "output (T, d)\nW_O mixes the heads": "输出 (T, d)\nW_O 混合各个头",
     "K and V are split the same way.  H·d_k need not equal d: SmolLM2 9 × 64 = 576 = d, "
     "Gemma-3-270M 4 × 256 = 1024 ≠ d = 640.":

@@ -14,7 +14,7 @@ from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noq
 
 OUT = Path("figures/generated/ch06_swiglu_gate.svg")
 ZH = {
-    "SiLU\n(GELU: GeGLU)": "SiLU\n（换成 GELU：GeGLU）", "the gate: how open, per neuron": "门：每个神经元开多大",
+    "SiLU\n(GELU: GeGLU)": "SiLU\n(GELU 则为 GeGLU)", "the gate: how open, per neuron": "门：每个神经元开多大",
     "the value: what passes, linear": "值：线性的，决定通过什么",
     "SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
     "instead of 4 d for the same parameter count.":
