@@ -192,3 +192,19 @@ def test_15bit_text_round_trip(data):
     assert len(text) == -(-len(data) * 8 // 15)
     assert all(0x3000 <= ord(c) < 0xB000 for c in text)
     assert decode_15bit(text, len(data)) == data
+
+
+def test_a_binary_script_holds_its_bytes_in_a_comment(tmp_path):
+    """write_binary_script: UTF-16 with a byte-order mark, the text inside a comment that nothing in it can end
+    early, read back the way the page reads it (between the first /* and the last */)."""
+    from llmlab.live.site import write_binary_script
+
+    data = bytes(range(256)) * 40 + b"*/"
+    path = tmp_path / "x.js"
+    write_binary_script(path, "x", data)
+    raw = path.read_bytes()
+    assert raw[:2] == b"\xff\xfe"
+    text = raw[2:].decode("utf-16-le")
+    assert text.startswith('llmlabLiveFiles["x"] = {bytes: %d, text: function () {/*' % len(data))
+    body = text[text.index("/*") + 2:text.rindex("*/")]
+    assert "*/" not in body and decode_15bit(body, len(data)) == data

@@ -4,12 +4,16 @@ A page opened from file:// may not fetch() anything, but it may run classic <scr
 So every binary (the ONNX graph, its weight chunks, onnxruntime-web's .wasm) ships as a script
 that hands its bytes to the page:
 
-    llmlabLiveFiles["model.data.0"] = {bytes: 41943040, text: "..."};
+    llmlabLiveFiles["model.data.0"] = {bytes: 41943040, text: function () {/*...*/}};
 
 The text is the bytes cut into 15-bit numbers, each written as one character U+3000 + n, in a
 file saved as UTF-16 with a byte-order mark. Each character costs 2 bytes for 15 bits (+6.7%;
 base64 in UTF-8 would cost +33%), no character needs escaping, and the byte-order mark makes
-every browser read the file as UTF-16 whatever the server says. assets/live/loader.js undoes it.
+every browser read the file as UTF-16 whatever the server says. The text sits in a comment inside
+a function that is never called: the browser only skims a comment (a string literal of 22 million
+characters took about five times as long to parse, and the engine kept a second copy of it), and
+the page reads it back with String(function), a slice of the script's own source.
+assets/live/llmlab-live.js undoes it.
 
     write_site("assets/vendor/live", npm_folder="web/node_modules/onnxruntime-web/dist")
 """
@@ -72,7 +76,7 @@ def decode_15bit(text: str, n_bytes: int) -> bytes:
 
 def write_binary_script(path: Path, key: str, data: bytes) -> int:
     """Write data as a UTF-16 script file that stores it in llmlabLiveFiles[key]; returns the file's size."""
-    text = f'llmlabLiveFiles[{json.dumps(key)}] = {{bytes: {len(data)}, text: "{encode_15bit(data)}"}};\n'
+    text = f'llmlabLiveFiles[{json.dumps(key)}] = {{bytes: {len(data)}, text: function () {{/*{encode_15bit(data)}*/}}}};\n'
     path.write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
