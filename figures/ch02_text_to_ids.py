@@ -1,5 +1,6 @@
 """Chapter 2 diagram: text -> bytes -> pieces learned by BPE -> one id per piece. Run from the repository
-root; writes figures/generated/ch02_text_to_ids.svg."""
+root; writes figures/generated/ch02_text_to_ids.svg
+and, in Chinese, ch02_text_to_ids.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

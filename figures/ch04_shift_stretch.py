@@ -1,6 +1,7 @@
 """Chapter 4 diagram: the two position experiments on SmolLM2. Shifting adds the same offset to every
 position id (distances unchanged); stretching multiplies them (distances grow). Run from the repository
-root; writes figures/generated/ch04_shift_stretch.svg."""
+root; writes figures/generated/ch04_shift_stretch.svg
+and, in Chinese, ch04_shift_stretch.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

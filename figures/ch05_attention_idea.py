@@ -3,6 +3,7 @@ earlier token answers with a score, and "it" takes a weighted mix of what they o
 
 Run from the repository root: python figures/ch05_attention_idea.py
 writes figures/generated/ch05_attention_idea.svg
+and, in Chinese, ch05_attention_idea.zh_CN.svg
 """
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch05_attention_pipeline.py
 writes figures/generated/ch05_attention_pipeline.svg
+and, in Chinese, ch05_attention_pipeline.zh_CN.svg
 """
 from pathlib import Path
 

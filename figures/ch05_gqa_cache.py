@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch05_gqa_cache.py
 writes figures/generated/ch05_gqa_cache.svg
+and, in Chinese, ch05_gqa_cache.zh_CN.svg
 """
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch05_mha_gqa_mqa.py
 writes figures/generated/ch05_mha_gqa_mqa.svg
+and, in Chinese, ch05_mha_gqa_mqa.zh_CN.svg
 """
 from pathlib import Path
 

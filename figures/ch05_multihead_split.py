@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch05_multihead_split.py
 writes figures/generated/ch05_multihead_split.svg
+and, in Chinese, ch05_multihead_split.zh_CN.svg
 """
 from pathlib import Path
 

@@ -4,6 +4,7 @@ value (a row of the second matrix) it adds to the output.
 
 Run from the repository root: python figures/ch06_ffn_idea.py
 writes figures/generated/ch06_ffn_idea.svg
+and, in Chinese, ch06_ffn_idea.zh_CN.svg
 """
 from pathlib import Path
 

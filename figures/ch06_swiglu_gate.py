@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch06_swiglu_gate.py
 writes figures/generated/ch06_swiglu_gate.svg
+and, in Chinese, ch06_swiglu_gate.zh_CN.svg
 """
 from pathlib import Path
 

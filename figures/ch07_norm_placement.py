@@ -3,6 +3,7 @@ sandwich (Gemma 2/3). Shown for the attention half of a block; the FFN half repe
 
 Run from the repository root: python figures/ch07_norm_placement.py
 writes figures/generated/ch07_norm_placement.svg
+and, in Chinese, ch07_norm_placement.zh_CN.svg
 """
 from pathlib import Path
 

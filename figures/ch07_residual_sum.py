@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch07_residual_sum.py
 writes figures/generated/ch07_residual_sum.svg
+and, in Chinese, ch07_residual_sum.zh_CN.svg
 """
 from pathlib import Path
 

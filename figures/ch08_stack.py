@@ -2,6 +2,7 @@
 
 Run from the repository root: python figures/ch08_stack.py
 writes figures/generated/ch08_stack.svg
+and, in Chinese, ch08_stack.zh_CN.svg
 """
 from pathlib import Path
 

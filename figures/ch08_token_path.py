@@ -3,6 +3,7 @@ shapes; the last one, " is", highlighted from its token id to the prediction (" 
 
 Run from the repository root: python figures/ch08_token_path.py
 writes figures/generated/ch08_token_path.svg
+and, in Chinese, ch08_token_path.zh_CN.svg
 """
 from pathlib import Path
 

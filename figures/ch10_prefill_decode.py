@@ -3,6 +3,7 @@ step runs one new token, appends its key and value, and attends to everything ca
 
 Run from the repository root: python figures/ch10_prefill_decode.py
 writes figures/generated/ch10_prefill_decode.svg
+and, in Chinese, ch10_prefill_decode.zh_CN.svg
 """
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noq
 OUT = Path("figures/generated/ch10_prefill_decode.svg")
 ZH = {
     "prefill\nthe whole prompt, one pass": "预填充\n整个提示，一次前向", "decode step {step}\none new token": "解码第 {step} 步\n一个新词元",
-    "input": "输入", "KV cache": "KV 缓存", "{n} x {n} scores (causal)": "{n} x {n} 分数（因果）",
+    "input": "输入", "KV cache": "KV 缓存", "{n} x {n} scores (causal)": "{n} x {n} 分数（因果掩码）",
     "1 x {n} scores, no mask": "1 x {n} 分数，无需掩码", "-> next token: '{token}'": "-> 下一个词元：'{token}'",
 }
 PROMPT, NEW, CACHE, ACTIVE = "#4c72b0", "#dd8452", "#c8d6e8", "#55a868"

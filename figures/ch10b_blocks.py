@@ -4,6 +4,7 @@ w = d * q + m. 32 float32 weights take 128 bytes; the block takes 20.
 
 Run from the repository root: python figures/ch10b_blocks.py
 writes figures/generated/ch10b_blocks.svg
+and, in Chinese, ch10b_blocks.zh_CN.svg
 """
 from pathlib import Path
 

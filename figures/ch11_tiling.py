@@ -6,6 +6,7 @@ tiles entirely in the future are skipped, diagonal tiles are masked inside.
 
 Run from the repository root: python figures/ch11_tiling.py
 writes figures/generated/ch11_tiling.svg
+and, in Chinese, ch11_tiling.zh_CN.svg
 """
 from pathlib import Path
 

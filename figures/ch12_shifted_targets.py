@@ -3,6 +3,7 @@ the targets are the inputs shifted left by one, and the loss is the mean surpris
 
 Run from the repository root: python figures/ch12_shifted_targets.py
 writes figures/generated/ch12_shifted_targets.svg
+and, in Chinese, ch12_shifted_targets.zh_CN.svg
 """
 from pathlib import Path
 

@@ -6,6 +6,7 @@ encoder-decoder (2017, T5): the decoder's cross-attention reads the encoder's ou
 
 Run from the repository root: python figures/ch13_three_architectures.py
 writes figures/generated/ch13_three_architectures.svg
+and, in Chinese, ch13_three_architectures.zh_CN.svg
 """
 from pathlib import Path
 

@@ -3,6 +3,7 @@ sentence; block by block, attention mixes in the context and the vectors move ap
 
 Run from the repository root: python figures/ch14_one_word_many_vectors.py
 writes figures/generated/ch14_one_word_many_vectors.svg
+and, in Chinese, ch14_one_word_many_vectors.zh_CN.svg
 """
 from pathlib import Path
 

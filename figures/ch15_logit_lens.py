@@ -3,6 +3,7 @@ model's own final norm and LM head, as if that block were the last.
 
 Run from the repository root: python figures/ch15_logit_lens.py
 writes figures/generated/ch15_logit_lens.svg
+and, in Chinese, ch15_logit_lens.zh_CN.svg
 """
 from pathlib import Path
 
@@ -21,7 +22,7 @@ ZH = {
     "The Eiffel Tower is in the city of": "提示：“The Eiffel Tower is in the city of”",
     "residual stream\nafter each block": "每块之后的\n残差流",
     "the model's own readout,\nused after every block": "模型自己的读出，\n用在每一块之后",
-    "top token\n(last position)": "最高分词元\n（最后一个位置）", "= the model's\n   own output": "= 模型自己\n   的输出",
+    "top token\n(last position)": "概率最高的词元\n（最后一个位置）", "= the model's\n   own output": "= 模型自己\n   的输出",
 }
 BLOCK, READ, TOKEN = "#c6dbf7", "#f7c6d0", "#eeeeee"
 

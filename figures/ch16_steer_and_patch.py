@@ -3,6 +3,7 @@ a Patchscope copies one hidden state of a source prompt into a template and lets
 
 Run from the repository root: python figures/ch16_steer_and_patch.py
 writes figures/generated/ch16_steer_and_patch.svg
+and, in Chinese, ch16_steer_and_patch.zh_CN.svg
 """
 from pathlib import Path
 
