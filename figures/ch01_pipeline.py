@@ -1,6 +1,6 @@
 """Chapter 1 diagram: text -> tokenizer -> embedding -> N blocks -> final norm -> LM head -> probabilities,
-with the tensor shape written on every arrow. Run from the repository root; writes figures/generated/ch01_pipeline.svg
-and, in Chinese, ch01_pipeline.zh_CN.svg."""
+with the tensor shape written on every arrow. Run from the repository root;
+writes figures/generated/ch01_pipeline.svg and, in Chinese, ch01_pipeline.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib
@@ -8,7 +8,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import LANGUAGES, check_text_fits, localized, mono, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
+from _svg import (LANGUAGES, check_text_fits, localized, mono,  # noqa: E402  (figures/_svg.py)
+                  save_svg, translator, use_language)
 
 OUT = Path("figures/generated/ch01_pipeline.svg")
 ZH = {

@@ -1,6 +1,6 @@
 """Chapter 2 diagram: encoding with learned merges, earliest-learned merge first, next to the
-tempting mistake of merging the leftmost mergeable pair first. Run from the repository root; writes figures/generated/ch02_bpe_encode.svg
-and, in Chinese, ch02_bpe_encode.zh_CN.svg."""
+tempting mistake of merging the leftmost mergeable pair first. Run from the repository root;
+writes figures/generated/ch02_bpe_encode.svg and, in Chinese, ch02_bpe_encode.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

@@ -1,6 +1,6 @@
 """Chapter 3 diagram: an embedding lookup is a one-hot row vector times the (V, d) table; the 1 at
-position i selects row i. Run from the repository root; writes figures/generated/ch03_lookup.svg
-and, in Chinese, ch03_lookup.zh_CN.svg."""
+position i selects row i. Run from the repository root;
+writes figures/generated/ch03_lookup.svg and, in Chinese, ch03_lookup.zh_CN.svg."""
 from pathlib import Path
 
 import matplotlib

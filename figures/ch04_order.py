@@ -1,7 +1,7 @@
 """Chapter 4 diagram: attention alone sees "dog bites man" and "man bites dog" as the same bag of tokens;
 RoPE turns each token's query and key by an angle proportional to its position, so the two orders differ.
-Run from the repository root; writes figures/generated/ch04_order.svg
-and, in Chinese, ch04_order.zh_CN.svg."""
+Run from the repository root;
+writes figures/generated/ch04_order.svg and, in Chinese, ch04_order.zh_CN.svg."""
 import math
 from pathlib import Path
 

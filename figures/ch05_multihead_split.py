@@ -16,7 +16,8 @@ from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noq
 OUT = Path("figures/generated/ch05_multihead_split.svg")
 ZH = {
     "view +\ntranspose": "view +\ntranspose", "head {h}": "头 {h}",
-    "(H, T, d_k): one slice\nof width d_k per head": "(H, T, d_k)：每个头一片宽 d_k 的切片",   # one line: two lines of CJK reach the note below
+    # one line in Chinese: two lines of CJK run into the note below
+    "(H, T, d_k): one slice\nof width d_k per head": "(H, T, d_k)：每个头一片宽 d_k 的切片",
     "concatenated   (T, H·d_k)": "拼接   (T, H·d_k)", "output (T, d)\nW_O mixes the heads": "输出 (T, d)\nW_O 混合各个头",
     "K and V are split the same way.  H·d_k need not equal d: SmolLM2 9 × 64 = 576 = d, "
     "Gemma-3-270M 4 × 256 = 1024 ≠ d = 640.":
@@ -50,7 +51,8 @@ def draw(language: str):
     for h, c in enumerate(HEADS):
         y = 2.2 - h * 0.85
         strip(ax, 3.1, y, 0.67, 0.6, [c], "")
-        ax.text(3.1 + 0.33, y + 0.3, t("head {h}").format(h=h), ha="center", va="center", color="white", fontsize=8, fontweight="bold")
+        ax.text(3.1 + 0.33, y + 0.3, t("head {h}").format(h=h), ha="center", va="center",
+                color="white", fontsize=8, fontweight="bold")
         arrow(ax, 3.85, y + 0.3, 4.7, y + 0.3)
         ax.add_patch(Rectangle((4.8, y), 1.9, 0.6, facecolor="#f0f0f0", edgecolor=c, lw=1.5))
         ax.text(5.75, y + 0.3, "softmax(q kᵀ/√d_k) v", ha="center", va="center", fontsize=8)

@@ -51,7 +51,8 @@ def draw(language: str):
             x += 1.2
             continue
         for kind, colour, name in [("attn", ATTN, f"a{label}"), ("mlp", FFN, f"m{label}")]:
-            box(ax, x + 0.45, 1.25, t("norm\n→ attn {label}" if kind == "attn" else "norm\n→ FFN {label}").format(label=label), colour, w=1.05, h=0.6)
+            text = t("norm\n→ attn {label}" if kind == "attn" else "norm\n→ FFN {label}").format(label=label)
+            box(ax, x + 0.45, 1.25, text, colour, w=1.05, h=0.6)
             ax.annotate("", xy=(x + 0.2, 0.93), xytext=(x + 0.2, 0.05),
                         arrowprops=dict(arrowstyle="-|>", color="#777777", lw=1))
             ax.annotate("", xy=(x + 0.7, 0.18), xytext=(x + 0.7, 0.93),

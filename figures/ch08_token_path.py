@@ -17,7 +17,8 @@ from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noq
 OUT = Path("figures/generated/ch08_token_path.svg")
 ZH = {
     "embedding\nrow (576,)": "嵌入\n行 (576,)", "attn + FFN\n(576,)": "注意力 + 前馈\n(576,)",
-    "final RMSNorm\n(576,)": "最终 RMSNorm\n(576,)", "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个逻辑值\nsoftmax → ' Paris'",
+    "final RMSNorm\n(576,)": "最终 RMSNorm\n(576,)",
+    "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个逻辑值\nsoftmax → ' Paris'",
     "token id: one integer per position": "词元 id：每个位置一个整数",
     "look up one row of the (49,152 × 576) table": "在 (49,152 × 576) 的表中查出一行",
     "block 0: x += attn(norm(x)), the only step that reads earlier positions\n(orange); then x += FFN(norm(x)), this position alone":

@@ -17,7 +17,8 @@ OUT = Path("figures/generated/ch14_one_word_many_vectors.svg")
 ZH = {
     "embedding": "嵌入", "after block {n}": "第 {n} 块之后",
     "one row of the\nembedding table:\nthe same in both": "嵌入表中的\n同一行：\n两句都一样",
-    "“... the sweet juice\nfrom apple”": "“... the sweet juice\nfrom apple”", "“... the new software\nfrom apple”": "“... the new software\nfrom apple”",
+    "“... the sweet juice\nfrom apple”": "“... the sweet juice\nfrom apple”",        # the sentences stay English
+    "“... the new software\nfrom apple”": "“... the new software\nfrom apple”",
     "the vector of the last token ' apple', block by block": "最后一个词元 ' apple' 的向量，一块一块地变化",
 }
 
