@@ -33,14 +33,15 @@ def use_language(language: str) -> None:
     except ValueError:
         raise SystemExit(f"the Chinese drawings need the font {CJK_FONT!r}, which matplotlib cannot find; "
                          "install it (sudo apt-get install fonts-noto-cjk, or `make fonts`) and rerun") from None
-    matplotlib.rcParams["font.family"] = ["DejaVu Sans", CJK_FONT]
-    matplotlib.rcParams["font.monospace"] = ["DejaVu Sans Mono", CJK_FONT]
+    # the generic family last, so that a browser without the CJK font shows the SVG in its own sans-serif
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans", CJK_FONT, "sans-serif"]
+    matplotlib.rcParams["font.monospace"] = ["DejaVu Sans Mono", CJK_FONT, "monospace"]
 
 
 def mono(language: str):
     """The font family for code and shapes: plain 'monospace' in English, and in Chinese the mono font
     with the CJK font after it (matplotlib does not fall back from a generic family)."""
-    return "monospace" if language == "en" else ["DejaVu Sans Mono", CJK_FONT]
+    return "monospace" if language == "en" else ["DejaVu Sans Mono", CJK_FONT, "monospace"]
 
 
 def translator(table: dict, language: str, figure: str):
