@@ -22,7 +22,7 @@ ZH = {
         "语言模型头 W_U\n每个词元一行\n（= 嵌入表，权重共享）",
     "... V rows": "... 共 V 行", "row · h\nfor\nevery row": "每一行\n都与 h\n做点积", "logits z": "逻辑值 z",
     "softmax\n(z / τ)": "softmax\n(z / τ)", "probabilities": "概率", "top-k\ntop-p": "top-k\ntop-p", "kept": "保留",
-    "draw one:\n\" Paris\"": "采样一个：\n\" Paris\"", "greedy (τ = 0):\nalways the top": "贪心（τ = 0）：\n总取最高者",
+    "draw one:\n\" Paris\"": "采样一个：\n\" Paris\"", "greedy (τ = 0):\nalways the top": "贪心（τ = 0）：\n总是取概率最高的",
 }
 VECTOR, HEAD, LOGIT, PROB, KEPT, DROPPED = "#4c72b0", "#8172b3", "#dd8452", "#55a868", "#55a868", "#cccccc"
 TOKENS = [" Paris", " the", " a", " France", " located", " one"]

@@ -22,8 +22,8 @@ ZH = {
     "block {b}: 32 weights": "第 {b} 块：32 个权重", "block 0 (8 of its 32 weights shown)": "第 0 块（只画出 32 个权重中的 8 个）",
     "what the file stores: 20 bytes for 32 weights (5 bits a weight)": "文件存储的内容：32 个权重共 20 字节（每个权重 5 位）",
     "two 16-bit numbers": "两个 16 位数", "one 4-bit code q (0 to 15) per weight": "每个权重一个 4 位编码 q（0 到 15）",
-    "the block's 16 levels: w = d·q + m": "该块的 16 个取值：w = d·q + m",
-    "o weight   x its level (at most half a step away)": "o 权重   x 它取的值（最多差半个步长）",
+    "the block's 16 levels: w = d·q + m": "该块的 16 个量化等级：w = d·q + m",
+    "o weight   x its level (at most half a step away)": "o 权重   x 它被量化到的等级（最多差半个步长）",
 }
 FLOAT, SCALE, CODE, GRID = "#4c72b0", "#dd8452", "#55a868", "#bbbbbb"
 

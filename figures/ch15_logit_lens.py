@@ -21,8 +21,8 @@ ZH = {
     "' Paris'": "' Paris'", "final norm → LM head": "最终归一化 → 语言模型头",
     "The Eiffel Tower is in the city of": "提示：“The Eiffel Tower is in the city of”",
     "residual stream\nafter each block": "每块之后的\n残差流",
-    "the model's own readout,\nused after every block": "模型自己的读出，\n用在每一块之后",
-    "top token\n(last position)": "概率最高的词元\n（最后一个位置）", "= the model's\n   own output": "= 模型自己\n   的输出",
+    "the model's own readout,\nused after every block": "模型自身的读出层，\n每一块之后都用它",
+    "top token\n(last position)": "概率最高的词元\n（最后一个位置）", "= the model's\n   own output": "= 模型实际\n   的输出",
 }
 BLOCK, READ, TOKEN = "#c6dbf7", "#f7c6d0", "#eeeeee"
 
