@@ -44,7 +44,7 @@ models: env
 fonts:
 	@fc-list 2>/dev/null | grep -q "Noto Sans CJK" || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; \
-	  else echo "warning: no CJK font; Chinese labels in figures will show as boxes (sudo apt-get install fonts-noto-cjk)" >&2; fi; }
+	  else echo "warning: no CJK font: the Chinese drawings of the diagrams will refuse to draw (sudo apt-get install fonts-noto-cjk)" >&2; fi; }
 
 # Diagrams: every script in figures/ writes its SVG into figures/generated/.
 figures: env

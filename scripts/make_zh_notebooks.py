@@ -6,8 +6,9 @@
 The Chinese pages' Colab buttons open these. Each is its English notebook (chapters/ or practise/) with
 the text of its markdown cells taken from the page's catalog (locales/zh_CN/LC_MESSAGES/chapters/
 <page>.po, the same translation the Chinese site shows); code cells, their tags and the setup cell are
-the English notebook's, byte for byte. A block whose translation is missing or fuzzy stays English,
-as it does on the Chinese page. tests/test_zh_notebooks.py fails when a committed copy is out of date.
+the English notebook's, byte for byte; each diagram is its Chinese drawing (figures/generated/
+NAME.zh_CN.png, so run `make figures` first). A block whose translation is missing or fuzzy stays
+English, as it does on the Chinese page. tests/test_zh_notebooks.py fails when a committed copy is out of date.
 """
 from __future__ import annotations
 
@@ -58,13 +59,33 @@ def translate_markdown(source: str, table: dict[str, str]) -> str:
     return source
 
 
+# a diagram as scripts/sync_notebooks.py writes it: ![alt](data:image/png;base64,... "NAME.svg")
+DIAGRAM = re.compile(r'!\[(?P<alt>[^\]]*)\]\(data:image/png;base64,[A-Za-z0-9+/=]* "(?P<name>[\w.-]+)\.svg"\)')
+FIGURES = ROOT / "figures" / "generated"
+
+
+def chinese_diagrams(source: str, table: dict[str, str]) -> str:
+    """Each diagram becomes its Chinese drawing (NAME.zh_CN.png, drawn by its figure script), with its
+    alt text translated where the catalog has it."""
+    def swap(match):
+        import base64
+
+        alt, name = match.group("alt"), match.group("name")
+        png = FIGURES / f"{name}.zh_CN.png"
+        if not png.exists():
+            return match.group(0)
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        return f'![{table.get(alt, alt)}](data:image/png;base64,{data} "{name}.svg")'
+    return DIAGRAM.sub(swap, source)
+
+
 def chinese_notebook(path: Path, page: str) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     out = copy.deepcopy(nb)
     table = translations(page)
     for cell in out.cells:
         if cell.cell_type == "markdown":
-            cell.source = translate_markdown(cell.source, table)
+            cell.source = chinese_diagrams(translate_markdown(cell.source, table), table)
     out.metadata.setdefault("llmlab", {})["language"] = "zh_CN"
     return out
 
