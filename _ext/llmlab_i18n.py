@@ -103,6 +103,50 @@ class TranslateToctreeCaptions(SphinxTransform):
                 node["caption"] = catalog.gettext(caption)
 
 
+class _KeepRenderer(dict):
+    """A document's attributes that keep MyST-NB's notebook renderer when the parser drops it."""
+    kept = None
+
+    def pop(self, key, *default):
+        value = super().pop(key, *default)
+        if key == "nb_renderer":
+            self.kept = value
+        return value
+
+
+def _keep_the_notebook(parse):
+    """Glued values inside translated text. Sphinx parses each translation as a small document of
+    its own, after the page is parsed, and MyST-NB's glue roles look for the page's notebook on the
+    document they sit in; the parser drops it when it finishes the page. This keeps it for the
+    page being read (env.temp_data), and `_glue_from_the_page` hands it to those small documents."""
+    def parse_and_keep(self, inputstring, document):
+        document.attributes = _KeepRenderer(document.attributes)
+        try:
+            parse(self, inputstring, document)
+        finally:
+            kept, document.attributes = document.attributes.kept, dict(document.attributes)
+            env = getattr(document.settings, "env", None)
+            if env is not None and not document.current_source.endswith("<translated>"):
+                env.temp_data["llmlab_nb_renderer"] = kept
+    return parse_and_keep
+
+
+def _glue_from_the_page(retrieve):
+    def retrieve_glue_data(document, key):
+        if "nb_renderer" in document:
+            return retrieve(document, key)
+        env = getattr(document.settings, "env", None)
+        renderer = env.temp_data.get("llmlab_nb_renderer") if env is not None else None
+        if renderer is None:
+            return retrieve(document, key)
+        document["nb_renderer"] = renderer
+        try:
+            return retrieve(document, key)
+        finally:
+            del document["nb_renderer"]     # the doctree is pickled: it must not hold the renderer
+    return retrieve_glue_data
+
+
 FIGURE_NAME = re.compile(r"^[\w.-]+\.svg$")
 
 
@@ -152,6 +196,12 @@ def chinese_colab_buttons(app, pagename, templatename, context, doctree):
 
 
 def setup(app):
+    from myst_nb import sphinx_
+    from myst_nb.ext.glue import directives, roles, utils
+
+    for module in (roles, directives):
+        module.retrieve_glue_data = _glue_from_the_page(utils.retrieve_glue_data)
+    sphinx_.Parser.parse = _keep_the_notebook(sphinx_.Parser.parse)
     app.add_transform(TranslateToctreeCaptions)
     app.add_transform(ChineseDiagrams)
     app.connect("html-page-context", add_language_switch)
