@@ -211,6 +211,7 @@ def build(strict: bool = True) -> int:
     excluded = yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
     return _sphinx("html", BUILD / "html" / "zh", BUILD / ".doctrees-zh", {
         "language": LOCALE,
+        "html_title": "语言模型的内部",
         # the live model (assets/live, assets/vendor/live: 120 MB) is not copied again: the Chinese
         # pages load the English site's copy (<meta name="llmlab-live-static">, _ext/llmlab_i18n.py)
         "exclude_patterns": [*excluded, "live", "vendor/live"],
