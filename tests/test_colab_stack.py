@@ -54,9 +54,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_ROOT = Path(os.environ.get("LLMLAB_COLAB_NOTEBOOKS") or ROOT)
 # The chapters that compare with transformers (chapter 2's lab, also with sentencepiece; chapter 10b does so
 # only with the hub, which is not reachable here); chapter 8 also has a live explorer (ipywidgets); and one
-# practise copy.
-REPRESENTATIVE = ["chapters/02_tokens_and_bpe_lab.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb"]
-EVERY = sorted(f"{folder}/{path.name}" for folder in ("chapters", "practise")
+# practise copy; and one Chinese notebook (zh/: the same code, the text and diagrams from the catalogs).
+REPRESENTATIVE = ["chapters/02_tokens_and_bpe_lab.ipynb", "chapters/08_the_whole_stack.ipynb", "practise/03_embeddings.ipynb",
+                  "zh/chapters/01_a_model_is_a_function.ipynb"]
+EVERY = sorted(f"{folder}/{path.name}" for folder in ("chapters", "practise", "zh/chapters", "zh/practise")
                for path in (NOTEBOOK_ROOT / folder).glob("*.ipynb"))
 NOTEBOOKS = EVERY if os.environ.get("LLMLAB_COLAB_ALL") == "1" else REPRESENTATIVE
 EXPLORER = "chapters/08_the_whole_stack.ipynb"
@@ -148,6 +149,7 @@ def test_the_set_has_what_it_rehearses():
         assert "transformers" in (NOTEBOOK_ROOT / notebook).read_text()
     assert "_explorer(" in (NOTEBOOK_ROOT / EXPLORER).read_text(), f"{EXPLORER} no longer has a live explorer: pick another"
     assert any(n.startswith("practise/") for n in NOTEBOOKS)
+    assert any(n.startswith("zh/") for n in NOTEBOOKS), "the Chinese notebooks must run on the Colab stack too"
 
 
 def test_setup_commands_point_at_this_clone():
