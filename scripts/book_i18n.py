@@ -127,7 +127,12 @@ def markup(text: str) -> dict[str, list[str]]:
     roles = []
     for name, content in ROLE.findall(text):
         target = re.search(r"<([^<>]+)>\s*$", content)
-        roles.append(f"{name}:{(target.group(1) if target else content).strip()}")
+        target = (target.group(1) if target else content).strip()
+        if name.startswith("glue"):
+            # a glued English word has a Chinese variant, glued beside it as <key>_zh
+            key, _, form = target.partition(":")
+            target = key.removesuffix("_zh") + (":" + form if form else "")
+        roles.append(f"{name}:{target}")
     without_roles = ROLE.sub("", text)
     return {"roles": sorted(roles), "code": sorted(CODE.findall(without_roles)),
             "formulas": sorted(m.strip() for m in MATH.findall(without_roles)),
