@@ -290,7 +290,9 @@ def test_every_live_view_redraws_from_the_live_model(smol, page, prompt):
     settings = page.evaluate("[...document.querySelectorAll('div.llmlab-view.llmlab-attention [data-live=yes] "
                              ".llmlab-controls select')].slice(0, 2).map(s => s.options[s.selectedIndex].text)")
     assert settings == ["block 12", "head 3"]
-    assert attention["tokens"] == shown
+    readable = page.evaluate(f"llmlab.readableTokens({json.dumps(shown)})")   # byte pieces named by their character
+    assert attention["tokens"] == readable
+    assert (readable == shown) == (not any("<" in t for t in shown)) and not any("<" in t for t in readable)
     assert len(attention["cells"]) == len(ids) ** 2
     assert f"({len(ids)} tokens)" in attention["status"]
 
