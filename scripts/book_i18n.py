@@ -53,6 +53,21 @@ def extract(outdir: Path = BUILD / "gettext") -> Path:
     return outdir
 
 
+def plot_alt_texts(notebook: Path) -> list[str]:
+    """The alt texts that a notebook's code cells give their plots (metadata mystnb.image.alt): Sphinx
+    does not extract them, and the Chinese pages translate them (_ext/llmlab_i18n.py)."""
+    if not notebook.exists():
+        return []
+    import nbformat
+
+    alts = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        alt = cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
+        if cell.cell_type == "code" and alt and alt not in alts:
+            alts.append(alt)
+    return alts
+
+
 def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]:
     """Merge every template into its page's catalog (or only those of the pages `only` names);
     return a line per page on what changed."""
@@ -77,6 +92,9 @@ def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]
             continue
         with open(pot, "rb") as f:
             template = read_po(f)
+        for alt in plot_alt_texts(ROOT / page.with_suffix(".ipynb")):
+            if alt not in template:
+                template.add(alt, auto_comments=["alt text of a plot drawn by the page's code"])
         po = CATALOGS / page.with_suffix(".po")
         if po.exists():
             with open(po, "rb") as f:
