@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 
 from llmlab.exercises.core import Learner
+from llmlab.exercises.language import current_language, set_language
 from llmlab.exercises.registry import BY_ID, EXERCISES, Exercise, list_exercises
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, Mistake, NotAttempted, show
 
-__all__ = ["check", "CheckResult", "EXERCISES", "Exercise", "list_exercises"]
+__all__ = ["check", "CheckResult", "EXERCISES", "Exercise", "list_exercises", "set_language"]
 
 SUBMITTED: dict = {}  # exercise id -> the function passed to check(), filled only in a kernel that `llmlab grade` runs
 
@@ -31,7 +32,8 @@ SUBMITTED: dict = {}  # exercise id -> the function passed to check(), filled on
 def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: bool = False) -> CheckResult:
     """Check the learner's function `fn` for `exercise` (an id such as "softmax"; see EXERCISES).
 
-    Each call of `fn` may take at most `time_limit` seconds. quiet=True skips the display. In a
+    The feedback is in English, or in Chinese after set_language("zh_CN") (or with the environment
+    variable LLMLAB_LANGUAGE=zh_CN). Each call of `fn` may take at most `time_limit` seconds. quiet=True skips the display. In a
     notebook that `llmlab grade` runs, `fn` is also recorded for the grader (the result shown here
     is only feedback: the grade comes from the grader's own run of the check).
 
@@ -40,7 +42,11 @@ def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: b
     """
     if os.environ.get("LLMLAB_GRADING") == "1" and callable(fn):
         SUBMITTED[str(exercise)] = fn
+    language = current_language()  # set_language() or LLMLAB_LANGUAGE; a bad value raises before the check runs
     result = _run(exercise, fn, time_limit)
+    if language == "zh_CN":
+        from llmlab.exercises.messages_zh import translate
+        result.message, result.language = translate(result.message), language
     if not quiet:
         show(result)
     return result

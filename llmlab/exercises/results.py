@@ -46,6 +46,7 @@ class CheckResult:
         # fail that the grader counted case by case (run_check(partial=True)), 0 otherwise
         self.score = (1.0 if status == "pass" else 0.0) if score is None else float(score)
         self._shown = False  # check() already displayed it: do not show it twice in Jupyter
+        self.language = "en"  # "zh_CN": check() translated the message; the labels follow (language.py)
 
     @property
     def passed(self) -> bool:
@@ -56,6 +57,8 @@ class CheckResult:
 
     def __str__(self) -> str:
         label = {"pass": "PASSED", "fail": "NOT YET", "not-attempted": "NOT ATTEMPTED", "error": "ERROR"}
+        if self.language == "zh_CN":
+            label = {"pass": "通过", "fail": "尚未通过", "not-attempted": "尚未作答", "error": "出错"}
         return f"[{label.get(self.status, self.status)}] {self.exercise}: {self.message}"
 
     def __repr__(self) -> str:
@@ -69,6 +72,9 @@ class CheckResult:
         colour = {"pass": "#2e7d32", "fail": "#c62828", "not-attempted": "#757575"}.get(self.status, "#ef6c00")
         title = {"pass": "&#10004; Passed", "fail": "&#10008; Not yet",
                  "not-attempted": "&#8230; Not attempted"}.get(self.status, "Error")
+        if self.language == "zh_CN":
+            title = {"pass": "&#10004; 通过", "fail": "&#10008; 尚未通过",
+                     "not-attempted": "&#8230; 尚未作答"}.get(self.status, "出错")
         return (f'<div style="border-left:6px solid {colour};padding:6px 10px;margin:4px 0;'
                 f'background:rgba(127,127,127,0.06)"><b style="color:{colour}">{title}</b> '
                 f'<code>{html.escape(self.exercise)}</code>'
