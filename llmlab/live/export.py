@@ -237,8 +237,9 @@ def build_graph(reader, config) -> tuple:
     g.op("TopK", probs, g.ints(LENS_K), axis=-1, outputs=["lens_probs", "lens_ids"])   # (n, k)
     target_p = g.op("Gather", probs, "lens_target", axis=1)                            # (n, 1)
     target_logit = g.op("Gather", logits, "lens_target", axis=1)                       # rank by logits (far-off
-    better = g.op("ReduceSum", g.op("Cast", g.op("Greater", logits, target_logit), to=7),  # probabilities tie at 0)
-                  g.ints(-1), keepdims=0)
+    better = g.op("ReduceSum", g.op("Cast", g.op("Greater", logits, target_logit), to=1),  # probabilities tie at 0;
+                  g.ints(-1), keepdims=0)                                              # counted in float32 (exact
+    better = g.op("Cast", better, to=7)                                               # below 2^24): no int64 (n, V)
     g.op("Reshape", target_p, g.ints(-1), outputs=["lens_target_probs"])               # (n,)
     g.op("Identity", better, outputs=["lens_target_ranks"])                            # 0 = the top token
 
