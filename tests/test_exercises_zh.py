@@ -17,6 +17,7 @@ import torch
 from llmlab.exercises import check, set_language
 from llmlab.exercises.language import current_language
 from llmlab.exercises.messages_zh import PAIRS, translate
+from llmlab.exercises.messages_zh_checks import LATER_PAIRS
 from test_exercises import RIGHT, WRONG, causal_mask_upper, softmax_no_max
 
 SOURCE = Path(__file__).resolve().parent.parent / "llmlab" / "exercises"
@@ -33,7 +34,7 @@ NOT_SHOWN = {"must match the size", "shapes cannot be multiplied", "size of tens
              'Chinese or set_language("en") for English.'}
 # Files whose strings are not check() feedback: the exercises' titles (the chapters show them, and they
 # are translated with the chapters' text), the setting itself and the translation table.
-NOT_FEEDBACK = {"registry.py", "language.py", "messages_zh.py"}
+NOT_FEEDBACK = {"registry.py", "language.py", "messages_zh.py", "messages_zh_checks.py"}
 
 
 @pytest.fixture(autouse=True)
@@ -160,8 +161,8 @@ def test_every_message_template_has_a_chinese_pattern():
 
 
 def test_table_is_well_formed():
-    englishes = [e for e, _ in PAIRS]
+    englishes = [e for e, _ in PAIRS + LATER_PAIRS]
     assert len(set(englishes)) == len(englishes)
-    for english, chinese in PAIRS:
+    for english, chinese in PAIRS + LATER_PAIRS:
         assert set(re.findall(r"\{(\w+)\}", chinese)) <= set(re.findall(r"\{(\w+)\}", english)), english
         assert re.search(r"[\u4e00-\u9fff]", chinese), chinese
