@@ -89,10 +89,20 @@ def test_framework_messages_in_chinese():
     message = check("softmax", slow, time_limit=0.3, quiet=True).message
     assert "0.3 秒内没有返回" in message and not english_sentences(message), message
 
+    def returns_numpy(x, dim=-1):  # a value whose description has several lines
+        return torch.softmax(x, dim).numpy()
+
+    def returns_bfloat16(x, dim=-1):  # the dtype note and the precision hint after the values
+        return torch.softmax(x, dim).bfloat16()
+    for fn in (returns_numpy, returns_bfloat16):
+        message = check("softmax", fn, quiet=True).message
+        assert not english_sentences(message), message
+    assert "你的结果的 dtype 是 torch.bfloat16" in message and "bfloat16 只保留约 3 位有效数字" in message
+
     def crashes(x, dim=-1):
         return x @ torch.ones(1, 1)
     message = check("softmax", crashes, quiet=True).message
-    assert "抛出了 RuntimeError: " in message and "提示：" in message, message
+    assert "抛出了 RuntimeError: " in message and "提示：" in message and re.search(r"的第 \d+ 行", message), message
 
 
 @pytest.mark.parametrize("exercise, fn", [("causal_mask", causal_mask_upper), ("softmax", softmax_no_max)])
@@ -153,7 +163,7 @@ def test_every_message_template_has_a_chinese_pattern():
     for where, text in templates:
         shaped = re.sub(r"(?<=shape )\{\}", "(1, 2)", text)  # a shape where the text says so, a name elsewhere
         shaped = re.sub(r"\{\}(?=[A-Za-z])", "x = ", shaped)  # a prefix glued to a word ("{name = }a ...")
-        left = min((english_sentences(translate(shaped.replace("{}", stand_in))) for stand_in in ("(1, 2)", "x1")),
+        left = min((english_sentences(translate(shaped.replace("{}", stand_in))) for stand_in in ("(1, 2)", "x1", "1")),
                    key=len)
         if left:
             missing.append(f"{where}: {text!r} -> {left}")

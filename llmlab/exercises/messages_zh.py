@@ -3,7 +3,7 @@
 The checks build their messages in English (checks_*.py, compare.py, core.py); this module
 translates the finished message without touching how it was built. Each English template is the
 text of one message piece as the source writes it, with its {placeholders}; it is compiled into a
-regular expression whose placeholders are named groups (one line at most), and the Chinese
+regular expression whose placeholders are named groups, and the Chinese
 template puts the captured text back (identifiers, code, shapes and numbers stay as they are).
 Messages are often several pieces joined ("... returned wrong values." + "\\nHint: " + a hint), so
 every pattern is applied wherever it matches, longest first; a piece with no pattern stays English.
@@ -35,14 +35,17 @@ def _compile(english: str) -> re.Pattern:
             parts.append(f"(?P<{name}>[\\w.]+)")
         elif name.startswith("num"):  # a whole number
             parts.append(f"(?P<{name}>\\d+)")
-        else:  # one line at most; a placeholder that ends the template takes the rest of the line
-            parts.append(f"(?P<{name}>.*)" if last else f"(?P<{name}>.*?)")
-            seen.add(name)
+        elif last:  # a placeholder that ends the template takes the rest of the line
+            parts.append(f"(?P<{name}>.*)")
+        else:  # the shortest text up to the literal that follows, across lines (a value's repr may have several)
+            parts.append(f"(?P<{name}>(?s:.*?))")
+        seen.add(name)
         pos = m.end()
     parts.append(re.escape(english[pos:]))
-    # whole words only: "got 0.2." must not end at the "0." of the number
-    start = "(?<!\\w)" if english[:1].isalnum() else ""
-    end = "(?![\\w.])" if english[-1:] in ".,;:)" or english[-1:].isalnum() else ""
+    # whole English words only ("got 0.2." must not end at the "0." of the number); a piece already in
+    # Chinese may follow directly
+    start = "(?<![A-Za-z0-9_])" if english[:1].isalnum() else ""
+    end = "(?![A-Za-z0-9_.])" if english[-1:] in ".,;:)" or english[-1:].isalnum() else ""
     return re.compile(start + "".join(parts) + end)
 
 
@@ -135,9 +138,9 @@ PAIRS: list[tuple[str, str]] = [
      "  {m} 个值中有 {n} 个不同；第一个在下标 {i}：期望 {e}，实际 {g}。"),
     ("  largest |difference| {d}.", "  最大 |差值| 为 {d}。"),
     ("\n  Your result has dtype {d}; the expected result is {e}.", "\n  你的结果的 dtype 是 {d}；期望结果是 {e}。"),
-    (" {d} keeps only about {n} significant digits: compute in float32 (call .float() on the inputs, or do not "
+    (" {word} keeps only about {num} significant digits: compute in float32 (call .float() on the inputs, or do not "
      "convert them).",
-     "{d} 只保留约 {n} 位有效数字：请用 float32 计算（对输入调用 .float()，或者不要转换它们）。"),
+     " {word} 只保留约 {num} 位有效数字：请用 float32 计算（对输入调用 .float()，或者不要转换它们）。"),
     ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf - inf, 0 * inf, or the square root or log "
      "of a negative number in your code.",
      "有限的输入却算出了 NaN（非数）。请在代码里找 0 / 0、inf - inf、0 * inf，或对负数开平方、取对数的地方。"),
