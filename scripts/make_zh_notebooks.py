@@ -5,8 +5,9 @@
 
 The Chinese pages' Colab buttons open these. Each is its English notebook (chapters/ or practise/) with
 the text of its markdown cells taken from the page's catalog (locales/zh_CN/LC_MESSAGES/chapters/
-<page>.po, the same translation the Chinese site shows); code cells, their tags and the setup cell are
-the English notebook's, byte for byte; each diagram is its Chinese drawing (figures/generated/
+<page>.po, the same translation the Chinese site shows); code cells and their tags are the English
+notebook's, byte for byte, except one line in the hidden setup cell that sets LLMLAB_LANGUAGE=zh_CN,
+so that llmlab's checks answer in Chinese; each diagram is its Chinese drawing (figures/generated/
 NAME.zh_CN.png, so run `make figures` first). A block whose translation is missing or fuzzy stays
 English, as it does on the Chinese page. tests/test_zh_notebooks.py fails when a committed copy is out of date.
 """
@@ -79,6 +80,10 @@ def chinese_diagrams(source: str, table: dict[str, str]) -> str:
     return DIAGRAM.sub(swap, source)
 
 
+# the one line a Chinese notebook adds to its (hidden) setup cell: the checks answer in Chinese
+LANGUAGE_LINE = 'os.environ.setdefault("LLMLAB_LANGUAGE", "zh_CN")   # llmlab\'s checks answer in Chinese'
+
+
 def chinese_notebook(path: Path, page: str) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     out = copy.deepcopy(nb)
@@ -86,6 +91,12 @@ def chinese_notebook(path: Path, page: str) -> nbformat.NotebookNode:
     for cell in out.cells:
         if cell.cell_type == "markdown":
             cell.source = chinese_diagrams(translate_markdown(cell.source, table), table)
+        elif "colab-setup" in cell.get("metadata", {}).get("tags", []):
+            lines = cell.source.split("\n")
+            at = next((i + 1 for i, line in enumerate(lines) if line.startswith("import os")), None)
+            if at is None:
+                raise SystemExit(f"{path}: its setup cell no longer imports os; put {LANGUAGE_LINE!r} after it by hand")
+            cell.source = "\n".join(lines[:at] + [LANGUAGE_LINE] + lines[at:])
     out.metadata.setdefault("llmlab", {})["language"] = "zh_CN"
     return out
 
