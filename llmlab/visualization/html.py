@@ -125,7 +125,8 @@ class View:
         """The HTML fragment: a div with a unique id, the CSS, and the script that fills the div."""
         view_id = f"llmlab-{self.kind}-{uuid.uuid4().hex[:10]}"
         script = (
-            read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
+            # zh.js: the views' texts on a page of the Chinese edition (<html lang="zh-CN">, see L.t)
+            read_asset("common.js") + "\n" + read_asset("zh.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
             + "(function () {\n"
             + "  var s = document.currentScript;\n"
             # In JupyterLab the output may not be attached to the document yet when the

@@ -58,33 +58,34 @@ window.llmlab.views.attention = function (root, data) {
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var headLabels = [];
-  for (var h = 0; h < H; h++) headLabels.push('head ' + h);
-  headLabels.push('mean of heads');
+  for (var h = 0; h < H; h++) headLabels.push(L.t('head {h}', {h: h}));
+  headLabels.push(L.t('mean of heads'));
+  var layerNames = data.layers.map(L.layerName);
   var controls = L.el('div', {'class': 'llmlab-controls'});
-  var layerPick = L.select(data.layers, layer, function (v) { layer = v; paint(); });
+  var layerPick = L.select(layerNames, layer, function (v) { layer = v; paint(); });
   var headPick = L.select(headLabels, head, function (v) { head = v; paint(); });
-  controls.appendChild(L.labelled('block', layerPick));
-  controls.appendChild(L.labelled('head', headPick));
+  controls.appendChild(L.labelled(L.t('block'), layerPick));
+  controls.appendChild(L.labelled(L.t('head'), headPick));
   var sinkBox = L.el('input', {type: 'checkbox', 'data-name': 'hide-sink'});
   sinkBox.checked = hideSink;
   sinkBox.addEventListener('change', function () { hideSink = sinkBox.checked; paint(); });
   var sinkLabel = L.el('label', {'class': 'llmlab-control'});
   sinkLabel.appendChild(sinkBox);
-  sinkLabel.appendChild(document.createTextNode(' hide the first token (sink), renormalise rows'));
+  sinkLabel.appendChild(document.createTextNode(L.t(' hide the first token (sink), renormalise rows')));
   controls.appendChild(sinkLabel);
   if (NL > 1) {
-    controls.appendChild(L.labelled('thumbnails', L.select(['heads of this block', 'every block'], 0,
+    controls.appendChild(L.labelled(L.t('thumbnails'), L.select([L.t('heads of this block'), L.t('every block')], 0,
       function (v) { scope = v; drawThumbs(); })));
   }
   root.appendChild(controls);
 
   // heads at a glance
-  var thumbs = L.el('div', {'class': 'llmlab-thumbs', role: 'group', 'aria-label': 'heads at a glance; pick one to focus it'});
+  var thumbs = L.el('div', {'class': 'llmlab-thumbs', role: 'group', 'aria-label': L.t('heads at a glance; pick one to focus it')});
   root.appendChild(thumbs);
   var thumbNodes = [];
   function thumbnail(l, h, label) {
     var button = L.el('button', {type: 'button', 'class': 'llmlab-thumb', 'data-l': l, 'data-h': h,
-      'aria-label': 'focus ' + data.layers[l] + ', ' + headLabels[h]});
+      'aria-label': L.t('focus {layer}, {head}', {layer: layerNames[l], head: headLabels[h]})});
     var canvas = L.el('canvas', {width: T, height: T});
     var size = Math.max(40, Math.min(72, 2 * T));
     canvas.style.width = size + 'px';
@@ -121,7 +122,7 @@ window.llmlab.views.attention = function (root, data) {
     layers.forEach(function (l) {
       for (var h = 0; h <= H; h++) {
         if (h === H && H === 1) continue;
-        var name = h === H ? 'mean' : 'h' + h;
+        var name = h === H ? L.t('mean') : 'h' + h;
         thumbnail(l, h, scope === 1 ? (NL > 1 ? shortLayer(l) + ' ' : '') + name : name);
       }
     });
@@ -140,8 +141,8 @@ window.llmlab.views.attention = function (root, data) {
     });
   }
 
-  root.appendChild(L.legend({label: 'attention weight', min: 0, max: 1}));
-  var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': 'the prompt; pick a token to see where it looks'});
+  root.appendChild(L.legend({label: L.t('attention weight'), min: 0, max: 1}));
+  var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': L.t('the prompt; pick a token to see where it looks')});
   var spans = data.tokens.map(function (tok, j) {
     var span = L.el('span', {'class': 'llmlab-tok', 'data-j': j}, tok);
     line.appendChild(span);
@@ -154,15 +155,15 @@ window.llmlab.views.attention = function (root, data) {
   root.appendChild(readout);
 
   var grid = L.grid({
-    rows: data.tokens, cols: data.tokens, corner: 'query \\ key', className: T > 24 ? 'llmlab-compact' : '',
-    label: 'attention map, rows are queries, columns are keys',
+    rows: data.tokens, cols: data.tokens, corner: L.t('query \\ key'), className: T > 24 ? 'llmlab-compact' : '',
+    label: L.t('attention map, rows are queries, columns are keys'),
     aria: function (i, j) {
-      return 'query ' + i + ' ' + data.tokens[i] + ', key ' + j + ' ' + data.tokens[j] + ': ' + weight(layer, head, i, j).toFixed(3);
+      return L.t('query {i} {qt}, key {j} {kt}: {w}', {i: i, qt: data.tokens[i], j: j, kt: data.tokens[j], w: weight(layer, head, i, j).toFixed(3)});
     },
     show: function () { paintQuery(); }
   });
   root.appendChild(grid.box);
-  L.tokenLine(line, spans, function (k) { return 'token ' + k + ': ' + data.tokens[k]; }, function (k, how) {
+  L.tokenLine(line, spans, function (k) { return L.t('token {k}: {text}', {k: k, text: data.tokens[k]}); }, function (k, how) {
     grid.activate(k, best(k), how);
   });
 
@@ -175,11 +176,12 @@ window.llmlab.views.attention = function (root, data) {
       span.className = 'llmlab-tok' + (j === q ? (grid.pinned ? ' llmlab-pinned' : ' llmlab-active') : '');
     });
     var b = best(q);
-    var where = data.layers[layer] + ' · ' + headLabels[head] + (hideSink ? ' · first token hidden' : '') + ' · ';
+    var where = layerNames[layer] + ' · ' + headLabels[head] + (hideSink ? L.t(' · first token hidden') : '') + ' · ';
     readout.textContent = where + '"' + data.tokens[q] + '" → "' + data.tokens[key] + '": ' +
-      weight(layer, head, q, key).toFixed(3) + (grid.pinned ? ' [pinned]' : '') + '\n' +
-      '"' + data.tokens[q] + '" (position ' + q + ') looks most at "' + data.tokens[b] + '" (' +
-      weight(layer, head, q, b).toFixed(3) + ')' + (q > 0 ? '; the first token takes ' + raw(layer, head, q, 0).toFixed(3) : '');
+      weight(layer, head, q, key).toFixed(3) + (grid.pinned ? L.t(' [pinned]') : '') + '\n' +
+      L.t('"{query}" (position {q}) looks most at "{best}" ({w})', {query: data.tokens[q], q: q, best: data.tokens[b],
+                                                                   w: weight(layer, head, q, b).toFixed(3)}) +
+      (q > 0 ? L.t('; the first token takes {w}', {w: raw(layer, head, q, 0).toFixed(3)}) : '');
   }
   function paint() {
     for (var i = 0; i < T; i++) {
@@ -206,7 +208,7 @@ window.llmlab.liveData.attention = function (r, data) {
   var layer = m ? Math.min(parseInt(m[1], 10), r.nLayers - 1) : 0;
   return {tokens: r.tokens, layers: layers, n_heads: r.nHeads, weightsArray: r.attentionArray, layer: layer,
           head: Math.min(data.head || 0, r.nHeads), query: null, hide_sink: data.hide_sink, live: data.live,
-          title: 'SmolLM2-135M, live in your browser: attention on your prompt'};
+          title: window.llmlab.t('SmolLM2-135M, live in your browser: attention on your prompt')};
 };
 
 // What the reader has set in the view now (layer, head, the sink box), as fields of the view's data:

@@ -6,12 +6,12 @@ window.llmlab.views.bpe = function (root, data) {
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var controls = L.el('div', {'class': 'llmlab-controls'});
-  var prev = L.el('button', {type: 'button', 'data-action': 'prev'}, '◀ previous merge');
-  var next = L.el('button', {type: 'button', 'data-action': 'next'}, 'next merge ▶');
+  var prev = L.el('button', {type: 'button', 'data-action': 'prev'}, L.t('◀ previous merge'));
+  var next = L.el('button', {type: 'button', 'data-action': 'next'}, L.t('next merge ▶'));
   var range = L.el('input', {type: 'range', min: 0, max: last, step: 1, value: 0});
   controls.appendChild(prev);
   controls.appendChild(next);
-  controls.appendChild(L.labelled('step', range));
+  controls.appendChild(L.labelled(L.t('step'), range));
   root.appendChild(controls);
   var symbols = [];
   data.steps.forEach(function (st) { symbols = symbols.concat(st.tokens); });
@@ -31,9 +31,9 @@ window.llmlab.views.bpe = function (root, data) {
     var s = data.steps[step];
     range.value = step;
     readout.textContent = step === 0
-      ? 'step 0: ' + s.tokens.length + ' symbols, no merges yet'
-      : 'step ' + step + ': merge "' + s.pair[0] + '" + "' + s.pair[1] + '" → "' + s.merged + '" (' + s.count +
-        ' times) · ' + s.tokens.length + ' tokens';
+      ? L.t('step 0: {n} symbols, no merges yet', {n: s.tokens.length})
+      : L.t('step {step}: merge "{a}" + "{b}" → "{merged}" ({count} times) · {n} tokens',
+            {step: step, a: s.pair[0], b: s.pair[1], merged: s.merged, count: s.count, n: s.tokens.length});
     L.clear(line);
     s.tokens.forEach(function (tok) {
       var span = L.el('span', {'class': 'llmlab-tok'}, tok);
@@ -42,7 +42,7 @@ window.llmlab.views.bpe = function (root, data) {
     });
     var learned = [];
     for (var i = 1; i <= step; i++) learned.push(i + '. ' + data.steps[i].pair[0] + ' + ' + data.steps[i].pair[1] + ' → ' + data.steps[i].merged);
-    merges.textContent = learned.length ? 'merges learned so far:\n' + learned.join('\n') : '';
+    merges.textContent = learned.length ? L.t('merges learned so far:') + '\n' + learned.join('\n') : '';
     merges.scrollTop = merges.scrollHeight;
   }
   prev.addEventListener('click', function () { if (step > 0) { step--; paint(); } });

@@ -50,6 +50,21 @@ window.llmlab.views = window.llmlab.views || {};
     return span;
   };
   L.clear = function (node) { while (node.firstChild) node.removeChild(node.firstChild); };
+  // The page's language: a view in a page whose <html lang> starts with "zh" (the Chinese edition) speaks
+  // Chinese. L.t('Run live') is the text a reader sees: the English text itself, or its entry in L.ZH
+  // (zh.js) on a Chinese page; {name} placeholders are filled from vars after the lookup, so numbers,
+  // tokens and identifiers pass through unchanged. A text without an entry stays English.
+  L.lang = function () { return /^zh/i.test(document.documentElement.getAttribute('lang') || '') ? 'zh' : 'en'; };
+  L.t = function (text, vars) {
+    var s = L.lang() === 'zh' && L.ZH && L.ZH[text] !== undefined ? L.ZH[text] : text;
+    return vars ? s.replace(/\{(\w+)\}/g, function (m, k) { return vars[k] === undefined ? m : String(vars[k]); }) : s;
+  };
+  // A layer's name as the book's Python code writes it ("block 12", "embed"), in the page's language;
+  // the number stays last, where the live panels read it.
+  L.layerName = function (name) {
+    var m = /^block (\d+)$/.exec(name);
+    return m ? L.t('block {n}', {n: m[1]}) : name === 'embed' ? L.t('embed') : name;
+  };
   L.fmt = function (n) { return Math.round(n).toLocaleString('en-US'); };
 
   // A readout panel that reserves room for its usual number of lines (so hovering does not move what
@@ -112,17 +127,19 @@ window.llmlab.views = window.llmlab.views || {};
 
   L.tokenKey = function (tokens) {
     var text = tokens.join(''), parts = [];
-    if (text.indexOf('\u2423') >= 0) parts.push('\u2423 is a space (\u2423Paris = " Paris")');
-    if (text.indexOf('\u21b5') >= 0) parts.push('\u21b5 a newline');
-    if (text.indexOf('\u21e5') >= 0) parts.push('\u21e5 a tab');
-    if (/<[0-9a-f]{2}>/.test(text)) parts.push('<e5> one byte of a character split across tokens');
+    if (text.indexOf('\u2423') >= 0) parts.push(L.t('\u2423 is a space (\u2423Paris = " Paris")'));
+    if (text.indexOf('\u21b5') >= 0) parts.push(L.t('\u21b5 a newline'));
+    if (text.indexOf('\u21e5') >= 0) parts.push(L.t('\u21e5 a tab'));
+    if (/<[0-9a-f]{2}>/.test(text)) parts.push(L.t('<e5> one byte of a character split across tokens'));
     var piece = tokens.filter(function (t) { return / 1\/\d+$/.test(t); })[0];
     if (piece) {
       var m = / 1\/(\d+)$/.exec(piece);
-      parts.push(piece + ': the first of ' + m[1] + ' tokens that make "' + piece.replace(/ 1\/\d+$/, '') + '" together');
+      parts.push(L.t('{piece}: the first of {n} tokens that make "{text}" together',
+                     {piece: piece, n: m[1], text: piece.replace(/ 1\/\d+$/, '')}));
     }
-    if (text.indexOf('\u27e8') >= 0) parts.push('\u27e8\u2026\u27e9 a special token');
-    return parts.length ? L.el('div', {'class': 'llmlab-note llmlab-token-key'}, 'In tokens: ' + parts.join('; ') + '.') : null;
+    if (text.indexOf('\u27e8') >= 0) parts.push(L.t('\u27e8\u2026\u27e9 a special token'));
+    return parts.length ? L.el('div', {'class': 'llmlab-note llmlab-token-key'},
+                               L.t('In tokens: {parts}.', {parts: parts.join(L.t('; '))})) : null;
   };
 
   // A colour legend: opts = {label, scale: 'blue'|'diverging'|'binary', min, max, items}
@@ -140,7 +157,7 @@ window.llmlab.views = window.llmlab.views || {};
         box.appendChild(entry);
         parts.push(item.text);
       });
-      box.setAttribute('aria-label', 'legend: ' + parts.join(', '));
+      box.setAttribute('aria-label', L.t('legend: {items}', {items: parts.join(L.t(', '))}));
       return box;
     }
     var fmt = function (v) { return Math.abs(v) >= 100 ? v.toFixed(0) : (+v.toFixed(2)).toString(); };
@@ -152,8 +169,10 @@ window.llmlab.views = window.llmlab.views || {};
       : 'linear-gradient(to right, rgba(31,119,180,0), rgba(31,119,180,1))';
     box.appendChild(ramp);
     box.appendChild(L.el('span', {'class': 'llmlab-legend-max'}, fmt(opts.max)));
-    box.setAttribute('aria-label', 'colour scale' + (opts.label ? ' for ' + opts.label : '') + ': from ' +
-      fmt(opts.min) + ' (' + (opts.scale === 'diverging' ? 'red' : 'white') + ') to ' + fmt(opts.max) + ' (blue)');
+    var scale = {label: opts.label, min: fmt(opts.min), max: fmt(opts.max),
+                 low: opts.scale === 'diverging' ? L.t('red') : L.t('white')};
+    box.setAttribute('aria-label', opts.label ? L.t('colour scale for {label}: from {min} ({low}) to {max} (blue)', scale)
+                                              : L.t('colour scale: from {min} ({low}) to {max} (blue)', scale));
     return box;
   };
 
@@ -165,7 +184,7 @@ window.llmlab.views = window.llmlab.views || {};
     var g = {i: -1, j: -1, pinned: false, cells: [], rowHeads: [], colHeads: []}, tabCell = null;
     var box = L.el('div', {'class': 'llmlab-scroll'});
     var table = L.el('table', {'class': 'llmlab-grid' + (opts.className ? ' ' + opts.className : ''), role: 'grid',
-      'aria-label': (opts.label || 'table') + '. Arrow keys move between cells, Enter pins a cell.'});
+      'aria-label': L.t('{name}. Arrow keys move between cells, Enter pins a cell.', {name: opts.label || L.t('table')})});
     var head = L.el('thead'), body = L.el('tbody');
     var hr = L.el('tr', {role: 'row'});
     hr.appendChild(L.el('th', {'class': 'llmlab-corner', role: 'columnheader'}, opts.corner || ''));
@@ -348,7 +367,7 @@ window.llmlab.views = window.llmlab.views || {};
         tag.onload = function () { resolve(window.llmlabLive); };
         tag.onerror = function () {
           L._liveLoading = null;
-          reject(new Error('Could not load ' + tag.src + ': the live model ships with the built book only.'));
+          reject(new Error(L.t('Could not load {url}: the live model ships with the built book only.', {url: tag.src})));
         };
         document.head.appendChild(tag);
       });
@@ -361,14 +380,14 @@ window.llmlab.views = window.llmlab.views || {};
     L.clear(root);
     var bar = L.el('div', {'class': 'llmlab-live'});
     var input = L.el('input', {type: 'text', 'class': 'llmlab-live-prompt', 'data-name': 'live-prompt',
-      'aria-label': 'your prompt for the live model', placeholder: 'Type a prompt, English or Chinese'});
+      'aria-label': L.t('your prompt for the live model'), placeholder: L.t('Type a prompt, English or Chinese')});
     input.value = data.live.prompt || '';
-    var run = L.el('button', {type: 'button', 'data-action': 'run-live'}, 'Run live');
-    var back = L.el('button', {type: 'button', 'data-action': 'show-book'}, "back to the book's view");
+    var run = L.el('button', {type: 'button', 'data-action': 'run-live'}, L.t('Run live'));
+    var back = L.el('button', {type: 'button', 'data-action': 'show-book'}, L.t("back to the book's view"));
     back.hidden = true;
     var status = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-      'Type any prompt of up to 256 tokens and press "Run live": SmolLM2-135M runs in this page (the first run ' +
-      'loads about 120 MB; the next chapters reuse it where the browser keeps it).');
+      L.t('Type any prompt of up to 256 tokens and press "Run live": SmolLM2-135M runs in this page (the first run ' +
+          'loads about 120 MB; the next chapters reuse it where the browser keeps it).'));
     bar.appendChild(input);
     bar.appendChild(run);
     bar.appendChild(back);
@@ -379,13 +398,13 @@ window.llmlab.views = window.llmlab.views || {};
     view(inner, data);
     function progress(e) {
       var d = e.detail;
-      if (d.status === 'loading') status.textContent = 'Loading the model: ' + Math.round(d.loaded / 1e6) + ' of ' + Math.round(d.total / 1e6) + ' MB';
-      else if (d.status === 'starting') status.textContent = 'Starting the model (WebAssembly, one thread) ...';
+      if (d.status === 'loading') status.textContent = L.t('Loading the model: {done} of {total} MB', {done: Math.round(d.loaded / 1e6), total: Math.round(d.total / 1e6)});
+      else if (d.status === 'starting') status.textContent = L.t('Starting the model (WebAssembly, one thread) ...');
     }
     function go() {
       var prompt = input.value;
       run.disabled = true;
-      status.textContent = 'Running ...';
+      status.textContent = L.t('Running ...');
       window.addEventListener('llmlab-live', progress);
       // the reader's current settings (layer, head, temperature ...) carry over to the live view
       var current = L.liveSettings[kind] ? L.liveSettings[kind](inner) : {};
@@ -399,7 +418,7 @@ window.llmlab.views = window.llmlab.views || {};
         view(inner, L.liveData[kind](r, settings));
         inner.setAttribute('data-live', 'yes');
         back.hidden = false;
-        status.textContent = 'Live: SmolLM2-135M in your browser, on your prompt (' + r.ids.length + ' tokens).';
+        status.textContent = L.t('Live: SmolLM2-135M in your browser, on your prompt ({n} tokens).', {n: r.ids.length});
       }).catch(function (error) {
         status.textContent = error.message;
       }).then(function () {
@@ -414,7 +433,7 @@ window.llmlab.views = window.llmlab.views || {};
       view(inner, data);
       inner.removeAttribute('data-live');
       back.hidden = true;
-      status.textContent = "The book's view, computed when the book was built.";
+      status.textContent = L.t("The book's view, computed when the book was built.");
     });
   };
 
@@ -426,11 +445,11 @@ window.llmlab.views = window.llmlab.views || {};
   L.writer = function (staticRoot, opts) {
     opts = opts || {};
     var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': opts.chat ? 'chat' : 'write'});
-    box.appendChild(L.el('div', {'class': 'llmlab-title'}, opts.chat ? 'Ask SmolLM2-135M (live, in your browser)'
-      : 'Write: SmolLM2-135M continues your text with these settings (live, in your browser)'));
+    box.appendChild(L.el('div', {'class': 'llmlab-title'}, opts.chat ? L.t('Ask SmolLM2-135M (live, in your browser)')
+      : L.t('Write: SmolLM2-135M continues your text with these settings (live, in your browser)')));
     var input = L.el(opts.chat ? 'input' : 'textarea', {'class': 'llmlab-live-prompt', 'data-name': 'writer-prompt',
-      'aria-label': opts.chat ? 'your question' : 'the text to continue', rows: 2});
-    input.value = opts.prompt || (opts.chat ? 'What is the capital of France?' : 'Once upon a time');
+      'aria-label': opts.chat ? L.t('your question') : L.t('the text to continue'), rows: 2});
+    input.value = opts.prompt || (opts.chat ? 'What is the capital of France?' : 'Once upon a time');   // model input: as in the English book
     box.appendChild(input);
     var controls = L.el('div', {'class': 'llmlab-controls'}), sliders = {};
     function slider(name, label, min, max, step, value, show) {
@@ -443,20 +462,20 @@ window.llmlab.views = window.llmlab.views || {};
       controls.appendChild(wrap);
       sliders[name] = s;
     }
-    slider('temperature', 'temperature', 0, 2, 0.05, opts.temperature === undefined ? 0.7 : opts.temperature,
-           function (v) { return v === 0 ? '0 (greedy)' : v.toFixed(2); });
-    slider('top_k', 'top-k', 0, 100, 1, opts.top_k || 0, function (v) { return v ? String(v) : 'off'; });
-    slider('top_p', 'top-p', 0.05, 1, 0.05, opts.top_p || 0.95, function (v) { return v >= 1 ? 'off' : v.toFixed(2); });
-    slider('min_p', 'min-p', 0, 0.5, 0.01, opts.min_p || 0, function (v) { return v ? v.toFixed(2) : 'off'; });
+    slider('temperature', L.t('temperature'), 0, 2, 0.05, opts.temperature === undefined ? 0.7 : opts.temperature,
+           function (v) { return v === 0 ? L.t('0 (greedy)') : v.toFixed(2); });
+    slider('top_k', 'top-k', 0, 100, 1, opts.top_k || 0, function (v) { return v ? String(v) : L.t('off'); });
+    slider('top_p', 'top-p', 0.05, 1, 0.05, opts.top_p || 0.95, function (v) { return v >= 1 ? L.t('off') : v.toFixed(2); });
+    slider('min_p', 'min-p', 0, 0.5, 0.01, opts.min_p || 0, function (v) { return v ? v.toFixed(2) : L.t('off'); });
     box.appendChild(controls);
-    var write = L.el('button', {type: 'button', 'data-action': opts.chat ? 'ask' : 'write'}, opts.chat ? 'Ask' : 'Write');
-    var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, 'Stop');
+    var write = L.el('button', {type: 'button', 'data-action': opts.chat ? 'ask' : 'write'}, opts.chat ? L.t('Ask') : L.t('Write'));
+    var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, L.t('Stop'));
     box.appendChild(write);
     box.appendChild(stop);
     var out = L.el('div', {'class': 'llmlab-written', 'aria-live': 'polite'});
     var status = L.el('div', {'class': 'llmlab-live-status', role: 'status'},
-      'Up to ' + (opts.maxNewTokens || 60) + ' new tokens; the text and what it writes may be up to 1,024 tokens. ' +
-      'Each token is shaded by the probability it was drawn with; hover it for the number.');
+      L.t('Up to {n} new tokens; the text and what it writes may be up to 1,024 tokens. ' +
+          'Each token is shaded by the probability it was drawn with; hover it for the number.', {n: opts.maxNewTokens || 60}));
     box.appendChild(out);
     box.appendChild(status);
     var controller = null;
@@ -468,24 +487,24 @@ window.llmlab.views = window.llmlab.views || {};
       controller = new AbortController();
       write.disabled = true;
       stop.disabled = false;
-      status.textContent = 'Loading the model ...';
+      status.textContent = L.t('Loading the model ...');
       L.loadLive(staticRoot).then(function (live) {
-        status.textContent = 'Writing ...';
+        status.textContent = L.t('Writing ...');
         return live.generate(input.value, {maxNewTokens: opts.maxNewTokens || 60, temperature: t, topK: k || null,
           topP: p >= 1 ? null : p, minP: mp || null, chat: !!opts.chat, signal: controller.signal,
           onToken: function (tok) {
             if (!tok.text) return;
-            var span = L.el('span', {'class': 'llmlab-written-token', title: tok.token + ': p = ' + tok.p.toFixed(3) +
-              ' (model: ' + tok.pModel.toFixed(3) + ')'}, tok.text);
+            var span = L.el('span', {'class': 'llmlab-written-token', title: L.t('{token}: p = {p} (model: {model})',
+              {token: tok.token, p: tok.p.toFixed(3), model: tok.pModel.toFixed(3)})}, tok.text);
             span.style.background = 'rgba(31,119,180,' + (0.08 + 0.5 * tok.p).toFixed(3) + ')';
             out.appendChild(span);
-            status.textContent = 'Writing ... token ' + (tok.index + 1) + ', ' + Math.round(tok.ms) + ' ms';
+            status.textContent = L.t('Writing ... token {k}, {ms} ms', {k: tok.index + 1, ms: Math.round(tok.ms)});
           }});
       }).then(function (g) {
         var tm = g.timings;
-        status.textContent = (g.stopped === 'aborted' ? 'Stopped. ' : g.stopped === 'eos' ? 'Done (end of text). ' : 'Done. ') +
-          g.ids.length + ' tokens; prompt ' + tm.prompt_tokens + ' tokens in ' + Math.round(tm.prefill_ms) + ' ms' +
-          (tm.ms_per_token ? ', then ' + Math.round(tm.ms_per_token) + ' ms per token (' + tm.tokens_per_s.toFixed(1) + ' tokens/s)' : '') + '.';
+        status.textContent = (g.stopped === 'aborted' ? L.t('Stopped. ') : g.stopped === 'eos' ? L.t('Done (end of text). ') : L.t('Done. ')) +
+          L.t('{n} tokens; prompt {prompt} tokens in {ms} ms', {n: g.ids.length, prompt: tm.prompt_tokens, ms: Math.round(tm.prefill_ms)}) +
+          (tm.ms_per_token ? L.t(', then {ms} ms per token ({rate} tokens/s)', {ms: Math.round(tm.ms_per_token), rate: tm.tokens_per_s.toFixed(1)}) : '') + L.t('.');
       }).catch(function (error) {
         status.textContent = error.message;
       }).then(function () {
@@ -509,20 +528,20 @@ window.llmlab.views = window.llmlab.views || {};
     return input ? input.value : '';
   }
   function topLines(next, n) {
-    return next.slice(0, n).map(function (t) { return t.token + ' ' + t.p.toFixed(3); }).join(', ');
+    return next.slice(0, n).map(function (t) { return t.token + ' ' + t.p.toFixed(3); }).join(L.t(', '));
   }
   // Below the attention view: knock out heads (block.head, e.g. "5.6 12.3") and compare the next token.
   L.liveExtras.attention = function (root, data, staticRoot) {
     var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': 'ablate'});
     box.appendChild(L.el('div', {'class': 'llmlab-title'},
-      'Knock out heads: which heads does the next token need? (live, on the prompt above)'));
-    var heads = L.el('input', {type: 'text', 'data-name': 'ablate-heads', 'aria-label': 'heads to knock out, as block.head',
-      placeholder: 'blocks and heads, e.g. 5.6 12.3'});
-    var go = L.el('button', {type: 'button', 'data-action': 'ablate'}, 'Knock out and compare');
+      L.t('Knock out heads: which heads does the next token need? (live, on the prompt above)')));
+    var heads = L.el('input', {type: 'text', 'data-name': 'ablate-heads', 'aria-label': L.t('heads to knock out, as block.head'),
+      placeholder: L.t('blocks and heads, e.g. 5.6 12.3')});
+    var go = L.el('button', {type: 'button', 'data-action': 'ablate'}, L.t('Knock out and compare'));
     var out = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-      'Click heads of the block shown above (or type them as block.head: blocks 0-29, heads 0-8); their outputs are zeroed, as llmlab.inspection.ablate does.');
+      L.t('Click heads of the block shown above (or type them as block.head: blocks 0-29, heads 0-8); their outputs are zeroed, as llmlab.inspection.ablate does.'));
     // One button per head of the block the view shows: a plain click adds "block.head" to the list or takes it out.
-    var row = L.el('div', {'class': 'llmlab-head-buttons', role: 'group', 'aria-label': 'heads of this block to knock out'});
+    var row = L.el('div', {'class': 'llmlab-head-buttons', role: 'group', 'aria-label': L.t('heads of this block to knock out')});
     var rowLabel = L.el('span', {}, '');
     row.appendChild(rowLabel);
     var buttons = [];
@@ -540,7 +559,7 @@ window.llmlab.views = window.llmlab.views || {};
     function listed() { return heads.value.split(/[\s,;]+/).filter(Boolean); }
     function refresh() {
       var block = currentBlock(), now = listed();
-      rowLabel.textContent = 'block ' + block + ', head: ';
+      rowLabel.textContent = L.t('block {block}, head: ', {block: block});
       buttons.forEach(function (button, h) { button.setAttribute('aria-pressed', now.indexOf(block + '.' + h) >= 0 ? 'true' : 'false'); });
     }
     function toggle(h) {
@@ -550,7 +569,7 @@ window.llmlab.views = window.llmlab.views || {};
       refresh();
     }
     box.appendChild(row);
-    box.appendChild(L.labelled('heads', heads));
+    box.appendChild(L.labelled(L.t('heads'), heads));
     box.appendChild(go);
     box.appendChild(out);
     root.appendChild(box);
@@ -564,12 +583,12 @@ window.llmlab.views = window.llmlab.views || {};
         if (m) pairs.push([parseInt(m[1], 10), parseInt(m[2], 10)]); else bad.push(t);
       });
       if (bad.length || !pairs.length) {
-        out.textContent = bad.length ? 'Write each head as block.head, e.g. 5.6; got ' + JSON.stringify(bad.join(' ')) + '.'
-                                     : 'Type at least one head, e.g. 5.6 (block 5, head 6).';
+        out.textContent = bad.length ? L.t('Write each head as block.head, e.g. 5.6; got {got}.', {got: JSON.stringify(bad.join(' '))})
+                                     : L.t('Type at least one head, e.g. 5.6 (block 5, head 6).');
         return;
       }
       go.disabled = true;
-      out.textContent = 'Running twice: as it is, and with ' + pairs.length + ' head(s) knocked out ...';
+      out.textContent = L.t('Running twice: as it is, and with {n} head(s) knocked out ...', {n: pairs.length});
       var prompt = promptOf(root);
       L.loadLive(staticRoot).then(function (live) {
         return live.run(prompt, {attention: false}).then(function (plain) {
@@ -577,9 +596,10 @@ window.llmlab.views = window.llmlab.views || {};
         });
       }).then(function (both) {
         var top = both[0].next[0], after = both[1].next.filter(function (t) { return t.id === top.id; })[0];
-        out.textContent = 'As it is: ' + topLines(both[0].next, 5) + '\nKnocked out (' +
-          pairs.map(function (p) { return p.join('.'); }).join(' ') + '): ' + topLines(both[1].next, 5) +
-          '\n"' + top.token + '" goes from ' + top.p.toFixed(3) + ' to ' + (after ? after.p.toFixed(3) : 'below the top 20') + '.';
+        out.textContent = L.t('As it is: {plain}\nKnocked out ({heads}): {ko}\n"{token}" goes from {from} to {to}.',
+          {plain: topLines(both[0].next, 5), heads: pairs.map(function (p) { return p.join('.'); }).join(' '),
+           ko: topLines(both[1].next, 5), token: top.token, from: top.p.toFixed(3),
+           to: after ? after.p.toFixed(3) : L.t('below the top 20')});
       }).catch(function (error) { out.textContent = error.message; })
         .then(function () { go.disabled = false; });
     });
@@ -591,36 +611,36 @@ window.llmlab.views = window.llmlab.views || {};
   L.steerer = function (root, data, staticRoot) {
     var own = data.live && data.live.steer;
     var box = L.el('div', {'class': 'llmlab-writer', 'data-writer': 'steer'});
-    box.appendChild(L.el('div', {'class': 'llmlab-title'}, 'Steer the live model: add a direction and let it write'));
-    var which = L.select(own ? ["this view's direction", 'my own, from two lists of prompts'] : ['my own, from two lists of prompts'],
+    box.appendChild(L.el('div', {'class': 'llmlab-title'}, L.t('Steer the live model: add a direction and let it write')));
+    var which = L.select(own ? [L.t("this view's direction"), L.t('my own, from two lists of prompts')] : [L.t('my own, from two lists of prompts')],
                          0, function () { lists.hidden = own && which.value === '0'; });
-    box.appendChild(L.labelled('direction', which));
+    box.appendChild(L.labelled(L.t('direction'), which));
     var lists = L.el('div', {'class': 'llmlab-controls'});
-    var pos = L.el('textarea', {'data-name': 'steer-positive', rows: 3, 'aria-label': 'prompts with the property, one per line'});
-    pos.value = 'I walked along the beach\nThe waves of the ocean\nA ship sailed on the sea';
-    var neg = L.el('textarea', {'data-name': 'steer-negative', rows: 3, 'aria-label': 'prompts without it, one per line'});
+    var pos = L.el('textarea', {'data-name': 'steer-positive', rows: 3, 'aria-label': L.t('prompts with the property, one per line')});
+    pos.value = 'I walked along the beach\nThe waves of the ocean\nA ship sailed on the sea';   // model input: kept in English
+    var neg = L.el('textarea', {'data-name': 'steer-negative', rows: 3, 'aria-label': L.t('prompts without it, one per line')});
     neg.value = 'I walked along the road\nThe streets of the city\nA car drove on the highway';
-    lists.appendChild(L.labelled('with', pos));
-    lists.appendChild(L.labelled('without', neg));
+    lists.appendChild(L.labelled(L.t('with'), pos));
+    lists.appendChild(L.labelled(L.t('without'), neg));
     lists.hidden = !!own;
     box.appendChild(lists);
     var layer = L.el('input', {type: 'number', min: 0, max: 29, step: 1, 'data-name': 'steer-layer'});
     layer.value = own ? own.layer : 12;
     var scale = L.el('input', {type: 'number', step: 0.5, 'data-name': 'steer-scale'});
     scale.value = own ? own.scale : 4;
-    var prompt = L.el('input', {type: 'text', 'data-name': 'steer-prompt', 'aria-label': 'the prompt to continue'});
-    prompt.value = 'My favourite place to spend the day is';
-    box.appendChild(L.labelled('after block', layer));
-    box.appendChild(L.labelled('scale', scale));
-    box.appendChild(L.labelled('prompt', prompt));
-    var go = L.el('button', {type: 'button', 'data-action': 'steer'}, 'Write with and without');
+    var prompt = L.el('input', {type: 'text', 'data-name': 'steer-prompt', 'aria-label': L.t('the prompt to continue')});
+    prompt.value = 'My favourite place to spend the day is';    // model input: kept in English
+    box.appendChild(L.labelled(L.t('after block'), layer));
+    box.appendChild(L.labelled(L.t('scale'), scale));
+    box.appendChild(L.labelled(L.t('prompt'), prompt));
+    var go = L.el('button', {type: 'button', 'data-action': 'steer'}, L.t('Write with and without'));
     box.appendChild(go);
     var out = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-      'Greedy, 20 tokens each: the same prompt as it is, then with scale x the direction added after the block at every position.');
+      L.t('Greedy, 20 tokens each: the same prompt as it is, then with scale x the direction added after the block at every position.'));
     box.appendChild(out);
     go.addEventListener('click', function () {
       go.disabled = true;
-      out.textContent = 'Working ...';
+      out.textContent = L.t('Working ...');
       var l = Number(layer.value), sc = Number(scale.value);
       L.loadLive(staticRoot).then(function (live) {
         var vector = own && which.value === '0' ? Promise.resolve(own.vector) : live.steeringVector(
@@ -633,8 +653,8 @@ window.llmlab.views = window.llmlab.views || {};
           });
         });
       }).then(function (both) {
-        out.textContent = 'As it is: ' + prompt.value + both[0].text + '\nSteered (block ' + l + ', scale ' + sc + '): ' +
-          prompt.value + both[1].text;
+        out.textContent = L.t('As it is: {plain}\nSteered (block {block}, scale {scale}): {steered}',
+          {plain: prompt.value + both[0].text, block: l, scale: sc, steered: prompt.value + both[1].text});
       }).catch(function (error) { out.textContent = error.message; })
         .then(function () { go.disabled = false; });
     });

@@ -12,38 +12,39 @@ window.llmlab.views.lens = function (root, data) {
   var hasTarget = data.target !== null && data.target !== undefined && data.target_rank;
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
-  root.appendChild(L.legend({label: 'top-1 probability', min: 0, max: 1}));
+  var layerNames = data.layers.map(L.layerName);
+  root.appendChild(L.legend({label: L.t('top-1 probability'), min: 0, max: 1}));
   if (hasTarget) {
     var best = Infinity;
     data.target_rank.forEach(function (row) { row.forEach(function (r) { best = Math.min(best, r); }); });
     root.appendChild(L.el('div', {'class': 'llmlab-note'}, best === 0
-      ? 'underlined: "' + data.target + '" is the top token'
-      : '"' + data.target + '" is never the top token here (its best rank is ' + (best + 1) + '); hover a cell for its rank'));
+      ? L.t('underlined: "{target}" is the top token', {target: data.target})
+      : L.t('"{target}" is never the top token here (its best rank is {rank}); hover a cell for its rank', {target: data.target, rank: best + 1})));
   }
   var tokens = [];
   data.top_tokens.forEach(function (row) { row.forEach(function (cell) { tokens.push(cell[0]); }); });
   var key = L.tokenKey(tokens.concat(data.positions));
   if (key) root.appendChild(key);
   var readout = L.readout(k + 1 + (hasTarget ? 1 : 0),
-    'Hover, tap or arrow to a cell to see the top tokens at that block and position; click or Enter pins it.');
+    L.t('Hover, tap or arrow to a cell to see the top tokens at that block and position; click or Enter pins it.'));
   root.appendChild(readout);
   var grid = L.grid({
-    rows: data.layers, cols: data.positions, corner: 'block \\ token', className: 'llmlab-lens',
-    label: 'logit lens, rows are blocks, columns are positions',
+    rows: layerNames, cols: data.positions, corner: L.t('block \\ token'), className: 'llmlab-lens',
+    label: L.t('logit lens, rows are blocks, columns are positions'),
     text: function (l, t) { return data.top_tokens[l][t][0]; },
     aria: function (l, t) {
-      return data.layers[l] + ', position ' + t + ' ' + data.positions[t] + ': top token ' + data.top_tokens[l][t][0] +
-        ', probability ' + data.top_probs[l][t][0].toFixed(3);
+      return L.t('{layer}, position {t} {token}: top token {top}, probability {p}', {layer: layerNames[l], t: t,
+        token: data.positions[t], top: data.top_tokens[l][t][0], p: data.top_probs[l][t][0].toFixed(3)});
     },
     show: function (l, t, pinned) {
-      var lines = [data.layers[l] + ' · position ' + t + ' "' + data.positions[t] + '"' + (pinned ? ' [pinned]' : '')];
+      var lines = [L.t('{layer} · position {t} "{token}"', {layer: layerNames[l], t: t, token: data.positions[t]}) + (pinned ? L.t(' [pinned]') : '')];
       data.top_tokens[l][t].forEach(function (tok, r) {
         var p = data.top_probs[l][t][r];
         var bar = new Array(Math.round(p * 15) + 1).join('█');
         lines.push(('  ' + (r + 1)).slice(-3) + '. ' + (tok + '            ').slice(0, 14) + ' ' + p.toFixed(3) + ' ' + bar);
       });
       if (hasTarget) {
-        lines.push('target "' + data.target + '": rank ' + (data.target_rank[l][t] + 1) +
+        lines.push(L.t('target "{target}": rank {rank}', {target: data.target, rank: data.target_rank[l][t] + 1}) +
           (data.target_prob ? ', p = ' + data.target_prob[l][t].toFixed(4) : ''));
       }
       readout.textContent = lines.join('\n');
@@ -85,7 +86,7 @@ window.llmlab.liveData.lens = function (r, data) {
           top_tokens: g.tokens, top_probs: g.probs,
           target: hasTarget ? window.llmlabLive.token(g.target) : null,
           target_rank: hasTarget ? g.targetRanks : null, target_prob: hasTarget ? g.targetProbs : null, live: data.live,
-          title: 'SmolLM2-135M, live in your browser: what each layer predicts at the last ' + g.positions.length + ' positions' +
-                 (data.live && data.live.steer ? ', with the steering vector added after block ' + data.live.steer.layer +
-                  ' (scale ' + data.live.steer.scale + ')' : '')};
+          title: window.llmlab.t('SmolLM2-135M, live in your browser: what each layer predicts at the last {n} positions', {n: g.positions.length}) +
+                 (data.live && data.live.steer ? window.llmlab.t(', with the steering vector added after block {block} (scale {scale})',
+                                                                  {block: data.live.steer.layer, scale: data.live.steer.scale}) : '')};
 };

@@ -12,13 +12,13 @@ window.llmlab.views.mask = function (root, data) {
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var controls = L.el('div', {'class': 'llmlab-controls'});
   var summary = L.el('span', {'class': 'llmlab-note'});
-  controls.appendChild(L.labelled('mask', L.select(data.names, 0, function (v) { current = v; paint(); })));
+  controls.appendChild(L.labelled(L.t('mask'), L.select(data.names, 0, function (v) { current = v; paint(); })));
   controls.appendChild(summary);
   root.appendChild(controls);
   root.appendChild(L.legend({scale: 'binary', items: [
-    {colour: ON, text: 'may attend (score kept)'},
-    {colour: OFF, text: 'masked (score set to −∞ before the softmax)'}]}));
-  var readout = L.readout(2, 'Hover, tap or arrow to a cell: row = query, column = key.');
+    {colour: ON, text: L.t('may attend (score kept)')},
+    {colour: OFF, text: L.t('masked (score set to −∞ before the softmax)')}]}));
+  var readout = L.readout(2, L.t('Hover, tap or arrow to a cell: row = query, column = key.'));
   root.appendChild(readout);
 
   // "t2..t5, t9" from a sorted list of positions
@@ -36,19 +36,22 @@ window.llmlab.views.mask = function (root, data) {
   function rowFacts(i) {
     var keys = [];
     for (var j = 0; j < T; j++) if (allowed(current, i, j)) keys.push(j);
-    if (!keys.length) return data.tokens[i] + ' may attend to nothing (0 positions): its softmax has no score to normalise';
-    return data.tokens[i] + ' may attend to ' + ranges(keys) + ' (' + keys.length + ' position' + (keys.length === 1 ? '' : 's') + ')';
+    if (!keys.length) return L.t('{token} may attend to nothing (0 positions): its softmax has no score to normalise', {token: data.tokens[i]});
+    var facts = {token: data.tokens[i], keys: ranges(keys), n: keys.length};
+    return keys.length === 1 ? L.t('{token} may attend to {keys} ({n} position)', facts)
+                             : L.t('{token} may attend to {keys} ({n} positions)', facts);
   }
 
   var grid = L.grid({
-    rows: data.tokens, cols: data.tokens, corner: 'query \\ key', className: T > 32 ? 'llmlab-compact' : '',
-    label: 'attention mask',
+    rows: data.tokens, cols: data.tokens, corner: L.t('query \\ key'), className: T > 32 ? 'llmlab-compact' : '',
+    label: L.t('attention mask'),
     aria: function (i, j) {
-      return 'query ' + data.tokens[i] + ', key ' + data.tokens[j] + ': ' + (allowed(current, i, j) ? 'may attend' : 'masked');
+      return L.t('query {q}, key {k}: {state}', {q: data.tokens[i], k: data.tokens[j],
+                                               state: allowed(current, i, j) ? L.t('may attend') : L.t('masked')});
     },
     show: function (i, j, pinned) {
       readout.textContent = data.names[current] + ' · ' + data.tokens[i] + ' → ' + data.tokens[j] + ': ' +
-        (allowed(current, i, j) ? 'may attend' : 'masked') + (pinned ? ' [pinned]' : '') + '\n' + rowFacts(i);
+        (allowed(current, i, j) ? L.t('may attend') : L.t('masked')) + (pinned ? L.t(' [pinned]') : '') + '\n' + rowFacts(i);
     }
   });
   root.appendChild(grid.box);
@@ -62,7 +65,7 @@ window.llmlab.views.mask = function (root, data) {
         grid.cells[i][j].style.background = on ? ON : OFF;
       }
     }
-    summary.textContent = total + ' of ' + (T * T) + ' scores kept (' + Math.round(100 * total / (T * T)) + '%)';
+    summary.textContent = L.t('{kept} of {all} scores kept ({share}%)', {kept: total, all: T * T, share: Math.round(100 * total / (T * T))});
     grid.relabel();
     if (grid.i >= 0) grid.activate(grid.i, grid.j, 'key');
   }

@@ -87,7 +87,7 @@ window.llmlab.views.sampling = function (root, data) {
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var controls = L.el('div', {'class': 'llmlab-controls'});
   if (data.prompts.length > 1) {
-    controls.appendChild(L.labelled('prompt', L.select(data.prompts, 0, function (v) { prompt = v; resetSamples(); paint(); })));
+    controls.appendChild(L.labelled(L.t('prompt'), L.select(data.prompts, 0, function (v) { prompt = v; resetSamples(); paint(); })));
   }
   // top-k slider positions: off, 1..n, then a few larger k (the real vocabulary is cut, not the bars)
   var kValues = [0];
@@ -95,10 +95,10 @@ window.llmlab.views.sampling = function (root, data) {
   if (full) [50, 100, 200, 500, 1000, 2000, 5000, 10000].forEach(function (v) { if (v > n && v < vocab) kValues.push(v); });
   function slider(name, min, max, step, value, onInput) {
     var input = L.el('input', {type: 'range', min: min, max: max, step: step, value: value, 'data-name': name,
-                               'aria-label': name});
+                               'aria-label': L.t(name)});
     var shown = L.el('span', {'class': 'llmlab-slider-value'});
     input.addEventListener('input', function () { onInput(parseFloat(input.value)); resetSamples(); paint(); });
-    var label = L.labelled(name, input);
+    var label = L.labelled(L.t(name), input);
     label.appendChild(shown);
     controls.appendChild(label);
     return shown;
@@ -108,7 +108,7 @@ window.llmlab.views.sampling = function (root, data) {
   var kIndex = Math.max(0, kValues.indexOf(state.top_k));
   var shownK = slider('top_k', 0, kValues.length - 1, 1, kIndex, function (v) { state.top_k = kValues[v]; });
   var shownP = slider('top_p', 0.05, 1, 0.01, state.top_p, function (v) { state.top_p = v; });
-  var draw = L.el('button', {type: 'button', 'data-action': 'sample'}, 'draw 10 samples');
+  var draw = L.el('button', {type: 'button', 'data-action': 'sample'}, L.t('draw 10 samples'));
   controls.appendChild(draw);
   root.appendChild(controls);
   var title = L.readout(3);
@@ -117,7 +117,7 @@ window.llmlab.views.sampling = function (root, data) {
   // samples belong to the settings they were drawn with: a change of settings clears them
   function resetSamples() {
     L.clear(samples);
-    samples.textContent = 'Press "draw 10 samples" to sample from the distribution as it is set now.';
+    samples.textContent = L.t('Press "draw 10 samples" to sample from the distribution as it is set now.');
   }
   resetSamples();
   root.appendChild(title);
@@ -141,21 +141,22 @@ window.llmlab.views.sampling = function (root, data) {
   }
   var current = null;
   function paint() {
-    shownT.textContent = state.temperature <= 0 ? '0 (greedy)' : state.temperature.toFixed(2);
-    shownK.textContent = state.top_k > 0 ? L.fmt(state.top_k) : 'off';
-    shownP.textContent = state.top_p >= 1 ? 'off' : state.top_p.toFixed(2);
+    shownT.textContent = state.temperature <= 0 ? L.t('0 (greedy)') : state.temperature.toFixed(2);
+    shownK.textContent = state.top_k > 0 ? L.fmt(state.top_k) : L.t('off');
+    shownP.textContent = state.top_p >= 1 ? L.t('off') : state.top_p.toFixed(2);
     var m = models[prompt], d = distribution(m), s = shares(m, d);
     current = {m: m, d: d};
-    title.textContent = '"' + data.prompts[prompt] + '" → next token\n' + L.fmt(d.kept) + ' of ' + L.fmt(m.vocab) +
-      ' tokens can be drawn' + (full ? '; the ' + n + ' shown hold ' + (100 * (1 - s.other)).toFixed(1) + '%' : '');
+    title.textContent = L.t('"{prompt}" → next token\n{kept} of {vocab} tokens can be drawn',
+                            {prompt: data.prompts[prompt], kept: L.fmt(d.kept), vocab: L.fmt(m.vocab)}) +
+      (full ? L.t('; the {n} shown hold {share}%', {n: n, share: (100 * (1 - s.other)).toFixed(1)}) : '');
     L.clear(bars);
     data.candidates[prompt].forEach(function (tok, r) {
       bar(tok, s.probs[r], s.keep[r], '', tok + ': ' + s.probs[r].toFixed(3));
     });
     if (full) {
       var rest = m.vocab - n;
-      bar('all other ' + L.fmt(rest) + ' tokens', s.other, s.other > 0, ' llmlab-other',
-        'all other ' + L.fmt(rest) + ' tokens together: ' + s.other.toFixed(3));
+      bar(L.t('all other {n} tokens', {n: L.fmt(rest)}), s.other, s.other > 0, ' llmlab-other',
+        L.t('all other {n} tokens together: {p}', {n: L.fmt(rest), p: s.other.toFixed(3)}));
     }
   }
   function sampleOne() {
@@ -175,17 +176,17 @@ window.llmlab.views.sampling = function (root, data) {
     var ranks = [];
     for (var s = 0; s < 10; s++) ranks.push(sampleOne());
     var outside = ranks.filter(function (r) { return r >= n; }).length;
-    samples.appendChild(L.el('div', {'class': 'llmlab-note'}, '10 samples at temperature ' +
-      (state.temperature <= 0 ? '0' : state.temperature.toFixed(2)) + ': ' + outside + ' of 10 from outside the ' + n +
-      ' shown' + (ranks.some(function (r) { return r >= current.m.names.length; })
-        ? ' ("rare token, rank N": one of the ' + L.fmt(current.m.vocab - current.m.names.length) +
-          ' least likely tokens, whose text this page does not keep; "Run live" shows every token)' : '')));
+    samples.appendChild(L.el('div', {'class': 'llmlab-note'}, L.t('10 samples at temperature {t}: {outside} of 10 from outside the {n} shown',
+      {t: state.temperature <= 0 ? '0' : state.temperature.toFixed(2), outside: outside, n: n}) +
+      (ranks.some(function (r) { return r >= current.m.names.length; })
+        ? L.t(' ("rare token, rank N": one of the {n} least likely tokens, whose text this page does not keep; "Run live" shows every token)',
+              {n: L.fmt(current.m.vocab - current.m.names.length)}) : '')));
     ranks.forEach(function (r) {
       var known = r < current.m.names.length;
       samples.appendChild(L.el('span', {'class': 'llmlab-sample' + (r >= n ? ' llmlab-other' : ''), 'data-rank': r,
-        title: known ? 'rank ' + L.fmt(r + 1) : 'the token ranked ' + L.fmt(r + 1) + ' (the page keeps the text of the ' +
-          L.fmt(current.m.names.length) + ' most likely tokens only)'},
-        known ? current.m.names[r] : 'rare token, rank ' + L.fmt(r + 1)));
+        title: known ? L.t('rank {rank}', {rank: L.fmt(r + 1)}) : L.t('the token ranked {rank} (the page keeps the text of the {n} most likely tokens only)',
+          {rank: L.fmt(r + 1), n: L.fmt(current.m.names.length)})},
+        known ? current.m.names[r] : L.t('rare token, rank {rank}', {rank: L.fmt(r + 1)})));
     });
   });
   paint();
@@ -208,7 +209,7 @@ window.llmlab.liveData.sampling = function (r, data) {
           temperature: data.temperature, top_k: data.top_k, top_p: data.top_p, t_step: data.t_step, t_max: data.t_max,
           tails: [{vocab: V, hist_top: 0, hist_width: 1, hist_counts: [], lse: lse}],
           extra: [{tokens: names.slice(n), logits: sorted.slice(n)}], live: data.live,
-          title: 'SmolLM2-135M, live in your browser: the next token after your prompt'};
+          title: window.llmlab.t('SmolLM2-135M, live in your browser: the next token after your prompt')};
 };
 
 // What the reader has set in the view now: temperature, top-k and top-p carry over to the live view.
@@ -217,6 +218,6 @@ window.llmlab.liveSettings.sampling = function (node) {
   var k = node.querySelector('input[data-name="top_k"]'), shownK = k && k.parentNode.querySelector('.llmlab-slider-value');
   if (t) out.temperature = parseFloat(t.value);
   if (p) out.top_p = parseFloat(p.value);
-  if (shownK) out.top_k = shownK.textContent === 'off' ? 0 : parseInt(shownK.textContent.replace(/,/g, ''), 10);
+  if (shownK) out.top_k = shownK.textContent === window.llmlab.t('off') ? 0 : parseInt(shownK.textContent.replace(/,/g, ''), 10);
   return out;
 };

@@ -14,18 +14,18 @@ window.llmlab.views.similarity = function (root, data) {
   }
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
-  root.appendChild(L.legend({label: data.legend || 'value', scale: diverging ? 'diverging' : 'blue',
+  root.appendChild(L.legend({label: data.legend || L.t('value'), scale: diverging ? 'diverging' : 'blue',
     min: diverging ? c - vmax : data.vmin, max: diverging ? c + vmax : data.vmax}));
-  var readout = L.readout(1, 'Hover a cell to read its value.');
+  var readout = L.readout(1, L.t('Hover a cell to read its value.'));
   root.appendChild(readout);
   var grid = L.grid({
-    rows: data.rows, cols: data.cols, corner: '', label: data.title || 'heatmap',
+    rows: data.rows, cols: data.cols, corner: '', label: data.title || L.t('heatmap'),
     className: data.cols.length > 28 && !data.show_values ? 'llmlab-compact' : '',
     text: function (i, j) { return data.show_values ? data.matrix[i][j].toFixed(2) : ''; },
-    aria: function (i, j) { return data.rows[i] + ' vs ' + data.cols[j] + ': ' + data.matrix[i][j].toFixed(4); },
+    aria: function (i, j) { return L.t('{row} vs {col}: {v}', {row: data.rows[i], col: data.cols[j], v: data.matrix[i][j].toFixed(4)}); },
     show: function (i, j, pinned) {
-      readout.textContent = '"' + data.rows[i] + '" vs "' + data.cols[j] + '": ' + data.matrix[i][j].toFixed(4) +
-        (pinned ? ' [pinned]' : '');
+      readout.textContent = L.t('"{row}" vs "{col}": {v}', {row: data.rows[i], col: data.cols[j], v: data.matrix[i][j].toFixed(4)}) +
+        (pinned ? L.t(' [pinned]') : '');
     }
   });
   data.matrix.forEach(function (row, i) {

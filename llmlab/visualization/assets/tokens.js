@@ -9,27 +9,28 @@ window.llmlab.views.tokens = function (root, data) {
   L.clear(root);
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   var controls = L.el('div', {'class': 'llmlab-controls'});
-  var button = L.el('button', {type: 'button'}, 'show ids');
+  var button = L.el('button', {type: 'button'}, L.t('show ids'));
   controls.appendChild(button);
   root.appendChild(controls);
   var all = [];
   data.rows.forEach(function (row) { row.tokens.forEach(function (t) { all.push(t.text); }); });
   var key = L.tokenKey(all);
   if (key) root.appendChild(key);
-  var readout = L.readout(2, 'Hover, tap or arrow to a token to see its id.');
+  var readout = L.readout(2, L.t('Hover, tap or arrow to a token to see its id.'));
   root.appendChild(readout);
   var idNodes = [], active = null, pinned = null;
   function describe(row, k) {
     var tok = row.tokens[k];
-    return row.name + ' · token ' + k + ' · id ' + tok.id + ' · "' + tok.text + '"' + (tok.bytes ? ' · bytes ' + tok.bytes : '') +
-      (tok.char ? ' · tokens ' + tok.char.start + '-' + (tok.char.end - 1) + ' together make "' + tok.char.text + '"' : '');
+    return L.t('{row} · token {k} · id {id} · "{text}"', {row: row.name, k: k, id: tok.id, text: tok.text}) +
+      (tok.bytes ? L.t(' · bytes {bytes}', {bytes: tok.bytes}) : '') +
+      (tok.char ? L.t(' · tokens {start}-{end} together make "{text}"', {start: tok.char.start, end: tok.char.end - 1, text: tok.char.text}) : '');
   }
   data.rows.forEach(function (row, r) {
     var block = L.el('div', {'class': 'llmlab-token-row'});
-    block.appendChild(L.el('div', {'class': 'llmlab-title'}, row.name + ' — ' + row.tokens.length + ' tokens'));
-    var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': row.name + ' tokens'});
+    block.appendChild(L.el('div', {'class': 'llmlab-title'}, L.t('{row} — {n} tokens', {row: row.name, n: row.tokens.length})));
+    var line = L.el('div', {'class': 'llmlab-tokens', 'aria-label': L.t('{row} tokens', {row: row.name})});
     var spans = row.tokens.map(function (tok, k) {
-      var span = L.el('span', {'class': 'llmlab-tok', 'data-r': r, 'data-k': k, title: 'id ' + tok.id}, tok.text);
+      var span = L.el('span', {'class': 'llmlab-tok', 'data-r': r, 'data-k': k, title: L.t('id {id}', {id: tok.id})}, tok.text);
       if (tok.char && k === tok.char.start) {       // the character the pieces make, under its first piece
         span.appendChild(L.el('span', {'class': 'llmlab-char', 'data-char': tok.char.text}, '= ' + tok.char.text));
       }
@@ -49,7 +50,7 @@ window.llmlab.views.tokens = function (root, data) {
       if (active) active.classList.remove('llmlab-active', 'llmlab-pinned');
       active = span;
       span.classList.add(pinned === span ? 'llmlab-pinned' : 'llmlab-active');
-      readout.textContent = describe(row, k) + (pinned === span ? ' [pinned]' : '');
+      readout.textContent = describe(row, k) + (pinned === span ? L.t(' [pinned]') : '');
     });
     block.appendChild(line);
     root.appendChild(block);
@@ -58,20 +59,20 @@ window.llmlab.views.tokens = function (root, data) {
   button.addEventListener('click', function () {
     showing = !showing;
     idNodes.forEach(function (n) { n.style.display = showing ? 'block' : 'none'; });
-    button.textContent = showing ? 'hide ids' : 'show ids';
+    button.textContent = showing ? L.t('hide ids') : L.t('show ids');
   });
 };
 
 // The tokens view needs the tokenizer only (1.3 MB), not the model.
 window.llmlab.liveRun.tokens = function (live, prompt) {
-  if (!prompt) return Promise.reject(new Error('The text is empty: type some text to see its tokens.'));
+  if (!prompt) return Promise.reject(new Error(window.llmlab.t('The text is empty: type some text to see its tokens.')));
   return live.tokenize(prompt);
 };
 
 // The tokenizer's result as this view's data: SmolLM2's tokens of the reader's text. Tokens that are
 // pieces of one character (Chinese, emoji) say which character they make together.
 window.llmlab.liveData.tokens = function (r, data) {
-  return {rows: [{name: 'SmolLM2-135M (live, your text)', tokens: r.ids.map(function (id, k) {
+  return {rows: [{name: window.llmlab.t('SmolLM2-135M (live, your text)'), tokens: r.ids.map(function (id, k) {
     var c = r.chars && r.chars[k];
     return {text: r.tokens[k], id: id, bytes: null,
             char: c && c.text ? {text: c.text, start: c.start, end: c.end} : null};

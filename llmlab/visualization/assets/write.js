@@ -8,7 +8,7 @@ window.llmlab.views.write = function (root, data) {
   if (data.title) root.appendChild(L.el('div', {'class': 'llmlab-title'}, data.title));
   if (!staticRoot) {
     root.appendChild(L.el('div', {'class': 'llmlab-note'},
-      'In the built book, this box lets SmolLM2-135M write in your browser. In Python, use llmlab.generate.'));
+      L.t('In the built book, this box lets SmolLM2-135M write in your browser. In Python, use llmlab.generate.')));
     return;
   }
   if (data.mode !== 'cache') {
@@ -16,24 +16,24 @@ window.llmlab.views.write = function (root, data) {
       temperature: data.temperature, top_k: data.top_k, top_p: data.top_p, min_p: data.min_p}));
     return;
   }
-  var input = L.el('input', {type: 'text', 'class': 'llmlab-live-prompt', 'data-name': 'cache-prompt', 'aria-label': 'the text to continue'});
+  var input = L.el('input', {type: 'text', 'class': 'llmlab-live-prompt', 'data-name': 'cache-prompt', 'aria-label': L.t('the text to continue')});
   input.value = data.prompt;
   root.appendChild(input);
-  var go = L.el('button', {type: 'button', 'data-action': 'race'}, 'Write with and without the cache');
-  var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, 'Stop');
+  var go = L.el('button', {type: 'button', 'data-action': 'race'}, L.t('Write with and without the cache'));
+  var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, L.t('Stop'));
   root.appendChild(go);
   root.appendChild(stop);
   var n = data.max_new_tokens;
   var status = L.el('div', {'class': 'llmlab-live-status', role: 'status', 'aria-live': 'polite'},
-    'Greedy, ' + n + ' tokens, twice: with the cache each new token is one token of work; without it the whole text ' +
-    'is computed again for every token.');
+    L.t('Greedy, {n} tokens, twice: with the cache each new token is one token of work; without it the whole text ' +
+        'is computed again for every token.', {n: n}));
   root.appendChild(status);
   var W = 560, Hh = 220, pad = 40, svgNS = 'http://www.w3.org/2000/svg';
   var svg = document.createElementNS(svgNS, 'svg');
   svg.setAttribute('viewBox', '0 0 ' + W + ' ' + Hh);
   svg.setAttribute('class', 'llmlab-cache-plot');
   svg.setAttribute('role', 'img');
-  svg.setAttribute('aria-label', 'milliseconds per token as the text grows, with and without the cache');
+  svg.setAttribute('aria-label', L.t('milliseconds per token as the text grows, with and without the cache'));
   svg.style.width = '100%';
   svg.style.maxWidth = W + 'px';
   root.appendChild(svg);
@@ -60,8 +60,8 @@ window.llmlab.views.write = function (root, data) {
     line(pad, 10, pad, Hh - pad, '#999');
     text(pad - 4, 14, Math.round(max) + ' ms', 'end');
     text(pad - 4, Hh - pad, '0', 'end');
-    text((W + pad) / 2, Hh - 8, 'token written (the text grows to the right)', 'middle');
-    [['plain', '#d62728', 'without the cache'], ['cache', '#1f77b4', 'with the cache']].forEach(function (s, k) {
+    text((W + pad) / 2, Hh - 8, L.t('token written (the text grows to the right)'), 'middle');
+    [['plain', '#d62728', L.t('without the cache')], ['cache', '#1f77b4', L.t('with the cache')]].forEach(function (s, k) {
       var pts = series[s[0]];
       for (var i = 1; i < pts.length; i++) {
         line(pad + (i - 1) / (n - 1) * (W - pad - 10), Hh - pad - pts[i - 1] / max * (Hh - pad - 10),
@@ -80,10 +80,10 @@ window.llmlab.views.write = function (root, data) {
     go.disabled = true;
     stop.disabled = false;
     controller = new AbortController();
-    status.textContent = 'Loading the model ...';
+    status.textContent = L.t('Loading the model ...');
     L.loadLive(staticRoot).then(function (live) {
       function write(cache) {
-        status.textContent = 'Writing ' + (cache ? 'with' : 'without') + ' the cache ...';
+        status.textContent = cache ? L.t('Writing with the cache ...') : L.t('Writing without the cache ...');
         return live.generate(input.value, {maxNewTokens: n, cache: cache, signal: controller.signal, onToken: function (t) {
           if (t.index === 0) return;                       // the prompt's pass, not a decode step
           series[cache ? 'cache' : 'plain'].push(t.ms);
@@ -94,12 +94,12 @@ window.llmlab.views.write = function (root, data) {
       return write(true).then(function (a) { return write(false).then(function (b) { return [a, b]; }); });
     }).then(function (r) {
       var a = r[0], b = r[1];
-      status.textContent = r[0].text === r[1].text ? 'The same text both ways: "' + input.value + a.text + '"'
-                                                   : 'Stopped.';
-      table.textContent = 'With the cache: ' + Math.round(mean(series.cache)) + ' ms per token; without: ' +
-        Math.round(mean(series.plain)) + ' ms per token (prompt: ' + a.timings.prompt_tokens + ' tokens, ' +
-        Math.round(a.timings.prefill_ms) + ' ms). The cache holds ' + (bytes.length ? L.fmt(bytes[bytes.length - 1] / 1024) : 0) +
-        ' KiB at the end: keys and values, 30 blocks x 3 key-value heads x 64 numbers x 4 bytes, twice, per token.';
+      status.textContent = r[0].text === r[1].text ? L.t('The same text both ways: "{text}"', {text: input.value + a.text})
+                                                   : L.t('Stopped.');
+      table.textContent = L.t('With the cache: {cache} ms per token; without: {plain} ms per token (prompt: {prompt} tokens, ' +
+        '{prefill} ms). The cache holds {kib} KiB at the end: keys and values, 30 blocks x 3 key-value heads x 64 numbers x 4 bytes, twice, per token.',
+        {cache: Math.round(mean(series.cache)), plain: Math.round(mean(series.plain)), prompt: a.timings.prompt_tokens,
+         prefill: Math.round(a.timings.prefill_ms), kib: bytes.length ? L.fmt(bytes[bytes.length - 1] / 1024) : 0});
       table.setAttribute('data-cache-ms', String(mean(series.cache)));
       table.setAttribute('data-plain-ms', String(mean(series.plain)));
     }).catch(function (error) { status.textContent = error.message; })
