@@ -132,7 +132,7 @@ def test_chinese_pages_show_the_same_code_outputs_and_numbers():
             assert blocks(en, css) == blocks(zh, css), f"{rel}: the {css} blocks differ between the languages"
         # the numbers the build glued into the text (a glued English word may have a Chinese variant)
         glued = lambda t: sorted(n for v in re.findall(r'<span class="pasted-text">([^<]*)</span>', t)
-                                 for n in re.findall(r"\d[\d.,]*", v))
+                                 for n in re.findall(r"\d+(?:\.\d+)?", v))
         assert glued(en) == glued(zh), f"{rel}: the glued numbers differ between the languages"
 
 
