@@ -210,3 +210,62 @@ def test_chinese_pages_show_chinese_controls(pages):
     english = [t for t in zh["text"] + zh["attrs"]
                if re.search(r"[A-Za-z]{3,}[ ,.:;]+[A-Za-z]{3,}", re.sub(r"SmolLM2-135M|WebAssembly|logit lens|llmlab\.\w+(\.\w+)*", "", t))]
     assert english == [], english
+
+
+# ---------------------------------------------------------------- the live model's errors
+LIVE_JS = Path(__file__).resolve().parents[1] / "assets" / "live" / "llmlab-live.js"
+# (a message as llmlab-live.js writes it, a piece of its source that writes it, the Chinese it must contain)
+LIVE_ERRORS = [
+    ("Could not load http://h/_static/vendor/live/manifest.js. The live model's files are written by `make book` "
+     "(Makefile target `live`) into _static/vendor/live/; is this a complete build of the book?",
+     "The live model's files are written by `make book`", "无法加载 http://h/_static/vendor/live/manifest.js"),
+    ("HTTP 404 for http://h/model.onnx", '"HTTP " + response.status + " for "', "HTTP 404"),
+    ('The prompt is empty: type some text, e.g. llmlabLive.run("The capital of France is").',
+     "The prompt is empty: type some text, e.g. llmlabLive.", "提示词为空"),
+    ('The prompt "\\u200b" gives no tokens; type some text.', '" gives no tokens; type some text."', "没有产生任何词元"),
+    ("The prompt is 300 tokens long; llmlabLive.run (what the views call) reads at most 256. Shorten it.",
+     "llmlabLive.run (what the views call) reads at most %d", "最多读取 256 个词元"),
+    ("The prompt is 1000 tokens long; with maxNewTokens = 60, generate takes at most 964 (the live model holds 1024 "
+     "tokens in all, the chat template included). Shorten it.", ", the chat template included", "含对话模板"),
+    ("The prompt is 1000 tokens long; with maxNewTokens = 60, generate takes at most 964 (the live model holds 1024 "
+     "tokens in all). Shorten it.", '"(the live model holds " + d.context + " tokens in all"', "请缩短提示词"),
+    ("maxNewTokens is 2000; the live model holds 1024 tokens in all (prompt + new ones). Ask for fewer.",
+     '" tokens in all (prompt + new ones). Ask for fewer."', "请减少要生成的词元数"),
+    ("layer must be an integer from 0 to 29 (numbered from 0 like llmlab); got 31.",
+     '" (numbered from 0 like llmlab); got "', "layer 必须是 0 到 29 之间的整数"),
+    ("temperature must be a finite number from 0 to 100; got -1. 0 means greedy (always the top token); 1 samples "
+     "the model's own distribution.", '" must be a finite number from "', "temperature 必须是 0 到 100 之间的有限数；收到的是 -1。"),
+    ("ablate: there is no head [30, 1]; SmolLM2-135M has blocks 0 to 29 and heads 0 to 8 in each.",
+     '"ablate: there is no head ["', "没有注意力头 [30, 1]"),
+    ("steer.scale must be a finite number (0 changes nothing, negative pushes the other way); got NaN.",
+     "steer.scale must be a finite number (0 changes nothing, negative pushes the other way); got ", "收到的是 NaN"),
+    ("steeringVector(positive, negative, layer) takes two non-empty lists of prompts; the first is an array of 0.",
+     "takes two non-empty lists of prompts; the ", "第一组（“具有”）是空的"),
+    ("steeringVector(positive, negative, layer) takes two non-empty lists of prompts; the second is an array of 0.",
+     '(k ? "second" : "first")', "第二组（“不具有”）是空的"),
+]
+
+
+def test_the_live_errors_that_the_tests_translate_are_the_ones_the_live_model_writes():
+    source = LIVE_JS.read_text(encoding="utf-8")
+    for message, piece, _ in LIVE_ERRORS:
+        assert piece in source, f"llmlab-live.js no longer writes {message!r}: update LIVE_ERRORS and zh.js's ZH_ERRORS"
+
+
+def test_live_errors_read_in_chinese_on_a_chinese_page_and_unchanged_on_an_english_one(tmp_path):
+    messages = [m for m, _, _ in LIVE_ERRORS] + ["some message no pattern knows"]
+    js = ("var out = {};" + "".join(
+        f"document.documentElement.setAttribute('lang', '{lang}');"
+        f"out['{lang}'] = {json.dumps(messages)}.map(function (m) {{ return window.llmlab.message(new Error(m)); }});"
+        for lang in ("zh-CN", "en")) + "document.body.setAttribute('data-out', JSON.stringify(out));")
+    path = save_page([mask_view({"causal": np.tril(np.ones((2, 2)))})], tmp_path / "errors.html")
+    result = open_in_browser(path, js=js)
+    assert result.errors == [], result.errors
+    out = json.loads(_html.unescape(re.search(r'<body[^>]*\sdata-out="([^"]*)"', result.dom).group(1)))
+    assert out["en"] == messages                                   # English pages: the message itself
+    for (message, _, chinese), shown in zip(LIVE_ERRORS, out["zh-CN"]):
+        assert chinese in shown, (message, shown)
+        # what was given and the limits survive: every number of the English message is in the Chinese
+        given = set(re.findall(r"\d+", message.replace("an array of 0", "")))     # (an empty list reads 空)
+        assert given <= set(re.findall(r"\d+", shown)), (message, shown)
+    assert out["zh-CN"][-1] == "some message no pattern knows"     # an unknown message is shown as it is

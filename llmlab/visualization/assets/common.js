@@ -59,6 +59,16 @@ window.llmlab.views = window.llmlab.views || {};
     var s = L.lang() === 'zh' && L.ZH && L.ZH[text] !== undefined ? L.ZH[text] : text;
     return vars ? s.replace(/\{(\w+)\}/g, function (m, k) { return vars[k] === undefined ? m : String(vars[k]); }) : s;
   };
+  // An error of the live model as the reader reads it. llmlab-live.js (page and worker) writes its errors in
+  // English, as llmlab's API does; on a Chinese page the first pattern of L.ZH_ERRORS (zh.js) that matches
+  // gives the Chinese, with the pieces it captured (what was given, the limits) in place of $1, $2 ...
+  L.message = function (error) {
+    var text = error && error.message !== undefined ? String(error.message) : String(error);
+    if (L.lang() !== 'zh') return text;
+    var list = L.ZH_ERRORS || [];
+    for (var i = 0; i < list.length; i++) if (list[i][0].test(text)) return text.replace(list[i][0], list[i][1]);
+    return text;
+  };
   // A layer's name as the book's Python code writes it ("block 12", "embed"), in the page's language;
   // the number stays last, where the live panels read it.
   L.layerName = function (name) {
@@ -420,7 +430,7 @@ window.llmlab.views = window.llmlab.views || {};
         back.hidden = false;
         status.textContent = L.t('Live: SmolLM2-135M in your browser, on your prompt ({n} tokens).', {n: r.ids.length});
       }).catch(function (error) {
-        status.textContent = error.message;
+        status.textContent = L.message(error);
       }).then(function () {
         run.disabled = false;
         window.removeEventListener('llmlab-live', progress);
@@ -506,7 +516,7 @@ window.llmlab.views = window.llmlab.views || {};
           L.t('{n} tokens; prompt {prompt} tokens in {ms} ms', {n: g.ids.length, prompt: tm.prompt_tokens, ms: Math.round(tm.prefill_ms)}) +
           (tm.ms_per_token ? L.t(', then {ms} ms per token ({rate} tokens/s)', {ms: Math.round(tm.ms_per_token), rate: tm.tokens_per_s.toFixed(1)}) : '') + L.t('.');
       }).catch(function (error) {
-        status.textContent = error.message;
+        status.textContent = L.message(error);
       }).then(function () {
         write.disabled = false;
         stop.disabled = true;
@@ -600,7 +610,7 @@ window.llmlab.views = window.llmlab.views || {};
           {plain: topLines(both[0].next, 5), heads: pairs.map(function (p) { return p.join('.'); }).join(' '),
            ko: topLines(both[1].next, 5), token: top.token, from: top.p.toFixed(3),
            to: after ? after.p.toFixed(3) : L.t('below the top 20')});
-      }).catch(function (error) { out.textContent = error.message; })
+      }).catch(function (error) { out.textContent = L.message(error); })
         .then(function () { go.disabled = false; });
     });
   };
@@ -655,7 +665,7 @@ window.llmlab.views = window.llmlab.views || {};
       }).then(function (both) {
         out.textContent = L.t('As it is: {plain}\nSteered (block {block}, scale {scale}): {steered}',
           {plain: prompt.value + both[0].text, block: l, scale: sc, steered: prompt.value + both[1].text});
-      }).catch(function (error) { out.textContent = error.message; })
+      }).catch(function (error) { out.textContent = L.message(error); })
         .then(function () { go.disabled = false; });
     });
     root.appendChild(box);

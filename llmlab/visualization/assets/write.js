@@ -102,7 +102,7 @@ window.llmlab.views.write = function (root, data) {
          prefill: Math.round(a.timings.prefill_ms), kib: bytes.length ? L.fmt(bytes[bytes.length - 1] / 1024) : 0});
       table.setAttribute('data-cache-ms', String(mean(series.cache)));
       table.setAttribute('data-plain-ms', String(mean(series.plain)));
-    }).catch(function (error) { status.textContent = error.message; })
+    }).catch(function (error) { status.textContent = L.message(error); })
       .then(function () { go.disabled = false; stop.disabled = true; });
   });
   stop.addEventListener('click', function () { if (controller) controller.abort(); });

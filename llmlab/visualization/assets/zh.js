@@ -205,3 +205,34 @@ window.llmlab.ZH = {
   '{row} vs {col}: {v}': '{row} 与 {col}：{v}',
   '"{row}" vs "{col}": {v}': '"{row}" 与 "{col}"：{v}'
 };
+
+// The live model's errors (llmlab-live.js writes them in English) as a Chinese page shows them: the first
+// pattern that matches the whole message wins; $1, $2 ... are what it captured (the prompt, the numbers).
+// Each keeps what was given, what is expected and what to do. tests/test_views_zh.py runs every one.
+window.llmlab.ZH_ERRORS = [
+  [/^Could not load (\S+)\. The live model's files are written by `make book` \(Makefile target `live`\) into _static\/vendor\/live\/; is this a complete build of the book\?$/,
+   '无法加载 $1。实时模型的文件由 `make book`（Makefile 目标 `live`）写入 _static/vendor/live/；请确认这是一次完整的构建。'],
+  [/^HTTP (\d+) for (\S+)$/, '下载 $2 时服务器返回 HTTP $1；请检查网络连接后重新运行。'],
+  [/^The prompt is empty: type some text, e\.g\. (llmlabLive\.\w+\("The capital of France is"\))\.$/,
+   '提示词为空：请输入一些文本，例如 $1。'],
+  [/^The prompt ("(?:[^"\\]|\\.)*") gives no tokens; type some text\.$/, '提示词 $1 没有产生任何词元；请输入一些文本。'],
+  [/^The prompt is (\d+) tokens long; llmlabLive\.run \(what the views call\) reads at most (\d+)\. Shorten it\.$/,
+   '提示词有 $1 个词元；llmlabLive.run（视图调用的函数）最多读取 $2 个词元。请缩短提示词。'],
+  [/^The prompt is (\d+) tokens long; with maxNewTokens = (\d+), generate takes at most (\d+) \(the live model holds (\d+) tokens in all, the chat template included\)\. Shorten it\.$/,
+   '提示词有 $1 个词元；maxNewTokens = $2 时，generate 最多接受 $3 个词元（实时模型总共容纳 $4 个词元，含对话模板）。请缩短提示词。'],
+  [/^The prompt is (\d+) tokens long; with maxNewTokens = (\d+), generate takes at most (\d+) \(the live model holds (\d+) tokens in all\)\. Shorten it\.$/,
+   '提示词有 $1 个词元；maxNewTokens = $2 时，generate 最多接受 $3 个词元（实时模型总共容纳 $4 个词元）。请缩短提示词。'],
+  [/^maxNewTokens is (\d+); the live model holds (\d+) tokens in all \(prompt \+ new ones\)\. Ask for fewer\.$/,
+   'maxNewTokens 为 $1；实时模型总共只能容纳 $2 个词元（提示词加新生成的词元）。请减少要生成的词元数。'],
+  [/^([\w.]+) must be an integer from 0 to (\d+) \(numbered from 0 like llmlab\); got (.*)\.$/,
+   '$1 必须是 0 到 $2 之间的整数（与 llmlab 一样从 0 开始编号）；收到的是 $3。'],
+  [/^([\w.]+) must be a finite number from (\S+) to (\S+); got (\S*?)\.(?: .*)?$/, '$1 必须是 $2 到 $3 之间的有限数；收到的是 $4。'],
+  [/^ablate: there is no head \[(.*)\]; SmolLM2-135M has blocks 0 to (\d+) and heads 0 to (\d+) in each\.$/,
+   'ablate：没有注意力头 [$1]；SmolLM2-135M 有块 0 到 $2，每块有头 0 到 $3。请按这个范围填写。'],
+  [/^steer\.scale must be a finite number \(0 changes nothing, negative pushes the other way\); got (.*)\.$/,
+   'steer.scale 必须是有限的数（0 不起作用，负数朝反方向推）；收到的是 $1。'],
+  [/^steeringVector\(positive, negative, layer\) takes two non-empty lists of prompts; the first is an array of 0\.$/,
+   'steeringVector(positive, negative, layer) 需要两组非空的提示词；第一组（“具有”）是空的。请每行输入至少一个提示词。'],
+  [/^steeringVector\(positive, negative, layer\) takes two non-empty lists of prompts; the second is an array of 0\.$/,
+   'steeringVector(positive, negative, layer) 需要两组非空的提示词；第二组（“不具有”）是空的。请每行输入至少一个提示词。']
+];
