@@ -175,6 +175,40 @@ class ChineseDiagrams(SphinxTransform):
                 node["alt"] = catalog.gettext(node["alt"])
 
 
+VIEW_TEXT = re.compile(r'("(?:title|legend)": )("(?:[^"\\]|\\.)*")')
+
+
+def translate_views(app, exception):
+    """On the Chinese site, the titles and legends that a page's code gives its views, from the
+    page's catalog (scripts/book_i18n.py puts them there). They are data inside the view's JSON, so
+    they are replaced in the written page."""
+    import json
+
+    from babel.messages.pofile import read_po
+
+    if exception is not None or app.builder.format != "html" or _language(app) == "en":
+        return
+    out = path.normpath(app.outdir)
+    for docname in app.env.found_docs:
+        page = path.join(out, docname + ".html")
+        po = path.join(app.srcdir, app.config.locale_dirs[0], app.config.language, "LC_MESSAGES", docname + ".po")
+        if not (path.exists(page) and path.exists(po)):
+            continue
+        with open(po, "rb") as f:
+            table = {m.id: m.string for m in read_po(f, locale=app.config.language)
+                     if m.id and m.string and not m.fuzzy}
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+
+        def swap(match):
+            english = json.loads(match.group(2))
+            return match.group(1) + json.dumps(table[english]) if english in table else match.group(0)
+        translated = VIEW_TEXT.sub(swap, text)
+        if translated != text:
+            with open(page, "w", encoding="utf-8") as f:
+                f.write(translated)
+
+
 COLAB_PATH = re.compile(r"(/blob/[^/]+/)(chapters|practise)/")
 COLAB_TEXT = {"Colab: read": ("Colab：阅读", "在 Colab 中打开整章（含参考答案）"),
               "Colab: practise": ("Colab：练习", "在 Colab 中打开练习本（已去掉参考答案）")}
@@ -205,5 +239,6 @@ def setup(app):
     app.add_transform(TranslateToctreeCaptions)
     app.add_transform(ChineseDiagrams)
     app.connect("html-page-context", add_language_switch)
+    app.connect("build-finished", translate_views)
     app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

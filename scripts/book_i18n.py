@@ -68,6 +68,26 @@ def plot_alt_texts(notebook: Path) -> list[str]:
     return alts
 
 
+VIEW_TEXT = re.compile(r'"(?:title|legend)": ("(?:[^"\\]|\\.)*")')
+VIEW_COMMENT = "text of a view drawn by the page's code"
+
+
+def view_texts(page: str) -> list[str] | None:
+    """The titles and legends of the views on the English page, read from the last build (they are
+    computed by the page's code); None when the page has not been built."""
+    import json
+
+    built = BUILD / "html" / f"{page}.html"
+    if not built.exists():
+        return None
+    texts = []
+    for literal in VIEW_TEXT.findall(built.read_text(encoding="utf-8")):
+        text = json.loads(literal)
+        if text and text not in texts:
+            texts.append(text)
+    return texts
+
+
 def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]:
     """Merge every template into its page's catalog (or only those of the pages `only` names);
     return a line per page on what changed."""
@@ -96,6 +116,13 @@ def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]
             if alt not in template:
                 template.add(alt, auto_comments=["alt text of a plot drawn by the page's code"])
         po = CATALOGS / page.with_suffix(".po")
+        views = view_texts(page.as_posix())
+        if views is None and po.exists():      # not built: keep the view texts the catalog has
+            with open(po, "rb") as f:
+                views = [m.id for m in read_po(f, locale=LOCALE) if VIEW_COMMENT in m.auto_comments]
+        for text in views or []:
+            if text not in template:
+                template.add(text, auto_comments=[VIEW_COMMENT])
         if po.exists():
             with open(po, "rb") as f:
                 catalog = read_po(f, locale=LOCALE)
