@@ -185,3 +185,23 @@ def test_the_live_model_ships_once():
     assert meta, "Chinese pages must name the English site's _static/ for the live model"
     target = (ZH / "chapters" / meta.group(1)).resolve()
     assert target == (HTML / "_static").resolve() and (target / "live" / "llmlab-live.js").exists()
+
+
+def test_view_titles_and_legends_are_translated_on_chinese_pages():
+    """A view's title and legend come from the page's code, as data: the Chinese site writes the
+    catalog's translation into the view (_ext/llmlab_i18n.py translate_views)."""
+    import json
+
+    from babel.messages.pofile import read_po
+
+    checked = 0
+    for page in toc_pages():
+        with open(book_i18n.CATALOGS / f"{page}.po", "rb") as f:
+            table = {m.id: m.string for m in read_po(f, locale="zh_CN")
+                     if m.id and m.string and not m.fuzzy and book_i18n.VIEW_COMMENT in m.auto_comments}
+        zh = built(ZH / f"{page}.html")
+        for literal in book_i18n.VIEW_TEXT.findall(zh):
+            text = json.loads(literal)
+            assert text not in table, f"zh/{page}: the view text {text!r} is shown in English"
+            checked += text in table.values()
+    assert checked, "no translated view title on any Chinese page"
