@@ -1,10 +1,17 @@
-"""The book in two languages: a switch on every page to the same page in the other language.
+"""The book in two languages.
 
 The English site is built into ``_build/html`` and the Chinese one into ``_build/html/zh``
 (scripts/book_i18n.py), from the same notebooks and the same execution cache; the Chinese text
-comes from the catalogs in ``locales/zh_CN/LC_MESSAGES``. Every page gets, above its text, a link
-to its twin (``chapters/05_self_attention.html`` <-> ``zh/chapters/05_self_attention.html``) and
-``<link rel="alternate" hreflang>`` tags for both.
+comes from the catalogs in ``locales/zh_CN/LC_MESSAGES``. This extension adds what Sphinx's own
+translation does not do:
+
+- every page gets, above its text, a link to its twin (``chapters/05_self_attention.html`` <->
+  ``zh/chapters/05_self_attention.html``) and ``<link rel="alternate" hreflang>`` tags; a Chinese
+  page with entries left untranslated says how many;
+- the table of contents' part titles, glued values inside translated paragraphs, the diagrams'
+  Chinese drawings and alt texts, and the titles and legends of views are translated;
+- the Chinese pages' Colab buttons open the Chinese notebooks, and their live model is the English
+  site's copy.
 """
 from __future__ import annotations
 
