@@ -205,3 +205,25 @@ def test_view_titles_and_legends_are_translated_on_chinese_pages():
             assert text not in table, f"zh/{page}: the view text {text!r} is shown in English"
             checked += text in table.values()
     assert checked, "no translated view title on any Chinese page"
+
+
+def test_every_catalog_is_complete():
+    """No entry of any catalog is empty or fuzzy: every paragraph of the book reads in Chinese."""
+    left = [(page, n - done) for page, n, done, fuzzy, empty in book_i18n.status() if done < n]
+    assert not left, f"entries left untranslated or fuzzy (python scripts/book_i18n.py status): {left}"
+
+
+@pytest.mark.parametrize("page", ["chapters/05_self_attention", "chapters/10b_how_weights_are_stored_lab", "intro"])
+def test_a_reader_follows_the_switch_both_ways(page):
+    """In a browser, the switch of an English page opens its Chinese twin, and that page's switch
+    opens the English page again."""
+    from browser import open_in_browser
+
+    follow = ("setTimeout(function () { var a = document.querySelector('nav.llmlab-lang a');"
+              " if (a) window.location.href = a.href; }, 50);")
+    zh = open_in_browser(HTML / f"{page}.html", js=follow, wait_ms=4000)
+    assert '<html lang="zh-CN"' in zh.dom and "llmlab-lang" in zh.dom, f"{page}: the switch did not open a Chinese page"
+    en = open_in_browser(ZH / f"{page}.html", js=follow, wait_ms=4000)
+    assert '<html lang="en"' in en.dom, f"zh/{page}: the switch did not open the English page"
+    title = lambda dom: re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert title(zh.dom) != title(en.dom), "both languages show the same page title"
