@@ -236,7 +236,29 @@ def chinese_colab_buttons(app, pagename, templatename, context, doctree):
                 button["text"], button["tooltip"] = COLAB_TEXT[button["text"]]
 
 
+VIEWS_ZH = "llmlab-views-zh.js"
+
+
+def add_views_chinese(app):
+    """The views' Chinese texts (llmlab/visualization/assets/zh.js), once per Chinese page, in its head
+    (before the views draw themselves); notebook outputs do not carry them."""
+    if _language(app) != "en" and app.builder.format == "html":
+        app.add_js_file(VIEWS_ZH)
+
+
+def copy_views_chinese(app, exception):
+    if exception is not None or app.builder.format != "html" or _language(app) == "en":
+        return
+    from llmlab.visualization.html import read_asset
+
+    static = path.join(app.outdir, "_static")
+    with open(path.join(static, VIEWS_ZH), "w", encoding="utf-8") as f:
+        f.write(read_asset("zh.js"))
+
+
 def setup(app):
+    app.connect("builder-inited", add_views_chinese)
+    app.connect("build-finished", copy_views_chinese)
     from myst_nb import sphinx_
     from myst_nb.ext.glue import directives, roles, utils
 

@@ -256,10 +256,17 @@ def status() -> list[tuple[str, int, int, int, int]]:
 
 def build(strict: bool = True) -> int:
     """The Chinese site into _build/html/zh, reading outputs from the English build's cache."""
+    import shutil
+
     import yaml
 
     excluded = yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"]
-    return _sphinx("html", BUILD / "html" / "zh", BUILD / ".doctrees-zh", {
+    # built beside the English site, then moved into it: MyST-NB writes its scratch copies of the
+    # executed notebooks next to the output folder (outdir/../jupyter_execute), which must not land
+    # inside the English site
+    staging = BUILD / "html-zh" / "zh"
+    shutil.rmtree(staging.parent, ignore_errors=True)
+    result = _sphinx("html", staging, BUILD / ".doctrees-zh", {
         "language": LOCALE,
         "html_title": "语言模型的内部",
         # the live model (assets/live, assets/vendor/live: 120 MB) is not copied again: the Chinese
@@ -268,6 +275,12 @@ def build(strict: bool = True) -> int:
         "html_search_language": "zh",     # Sphinx splits Chinese words for search with jieba
         "nb_execution_mode": "cache",     # a page not in the cache would be executed: see make book
     }, strict=strict)
+    if not result:
+        target = BUILD / "html" / "zh"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.move(str(staging), str(target))
+        shutil.rmtree(staging.parent, ignore_errors=True)
+    return result
 
 
 def main(argv=None) -> int:

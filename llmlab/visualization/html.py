@@ -125,8 +125,7 @@ class View:
         """The HTML fragment: a div with a unique id, the CSS, and the script that fills the div."""
         view_id = f"llmlab-{self.kind}-{uuid.uuid4().hex[:10]}"
         script = (
-            # zh.js: the views' texts on a page of the Chinese edition (<html lang="zh-CN">, see L.t)
-            read_asset("common.js") + "\n" + read_asset("zh.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
+            read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
             + "(function () {\n"
             + "  var s = document.currentScript;\n"
             # In JupyterLab the output may not be attached to the document yet when the
@@ -153,10 +152,18 @@ class View:
         title = escape(self.title or f"llmlab {self.kind} view")
         page = (
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-            f"<title>{title}</title>\n</head>\n<body>\n{self.to_html()}</body>\n</html>\n"
+            f"<title>{title}</title>\n{chinese_texts_script()}</head>\n<body>\n{self.to_html()}</body>\n</html>\n"
         )
         path.write_text(page, encoding="utf-8")
         return path
+
+
+def chinese_texts_script() -> str:
+    """The views' Chinese texts (assets/zh.js), once per page, in its <head>: a page whose <html lang>
+    starts with "zh" then shows every view in Chinese (L.t in common.js). A notebook output has no such
+    page, so the views do not carry it each; the book's Chinese site loads it as a file
+    (_ext/llmlab_i18n.py), and a standalone page written here carries it inline."""
+    return f"<script>\n{read_asset('zh.js')}\n</script>\n"
 
 
 def save_page(views, path, title: str = "llmlab views") -> Path:
@@ -165,7 +172,7 @@ def save_page(views, path, title: str = "llmlab views") -> Path:
     body = "\n".join(view.to_html() for view in views)
     page = (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        f"<title>{escape(title)}</title>\n</head>\n<body>\n{body}</body>\n</html>\n"
+        f"<title>{escape(title)}</title>\n{chinese_texts_script()}</head>\n<body>\n{body}</body>\n</html>\n"
     )
     path.write_text(page, encoding="utf-8")
     return path
