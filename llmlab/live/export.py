@@ -4,11 +4,12 @@ The graph is written node by node from llmlab's ModelConfig, one block at a time
 order as ``llmlab.block`` (RMSNorm, attention with RoPE and grouped queries, RMSNorm, SwiGLU).
 
 How the weights stay small *and* exact: the site ships the GGUF's own quantized blocks, and the
-page expands them to float32 once, before onnxruntime starts, with the same arithmetic as llmlab's
-loader (gguf.quants); the graph then multiplies by ordinary float32 matrices (MatMul, by w^T stored as it is read). The graph
+page expands them to float32 with the same arithmetic as llmlab's loader (gguf.quants); the graph
+then multiplies by ordinary float32 matrices (MatMul, by w^T stored as it is read). The graph
 file names each weight as an external float32 tensor of one file, weights.f32, that the site does
-not ship: `model.expand.json` says which quantized blocks make which bytes of it, and the page's
-worker (or `expand_weights` here, for onnxruntime in Python) writes it in memory. (onnxruntime-web's
+not ship: `model.expand.json` says which quantized blocks make which bytes of it. The page's worker
+expands one weight at a time, when onnxruntime reads that byte range, into one reused buffer, so the
+whole file never exists in the page (`expand_weights` here writes it whole, for onnxruntime in Python). (onnxruntime-web's
 4-bit ``MatMulNBits`` would keep the weights small in memory, but on WebAssembly it expands them
 again on every call, which costs as much as a whole prompt for each written token; folding the
 expansion into the graph at load makes the page's memory pass 4 GB.)
