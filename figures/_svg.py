@@ -79,6 +79,16 @@ def save_svg(fig, out: Path, **savefig_kwargs) -> None:
     print(f"wrote {out} and its .png")
 
 
+def write_figure(draw, out: Path, language: str = "en", folder: Path | None = None, **savefig_kwargs) -> None:
+    """What every figure script's main() does: draw the figure in `language` and write it (SVG and
+    PNG, localized name) into `folder` (default: the folder of `out`), then free it."""
+    import matplotlib.pyplot as plt
+
+    fig = draw(language)
+    save_svg(fig, localized(Path(folder or out.parent) / out.name, language), **savefig_kwargs)
+    plt.close(fig)
+
+
 def check_text_fits(fig, boxes, labels, figure: str, margin_px: float = 4.0) -> None:
     """Refuse to write a figure whose text runs over the edge of its box (boxes[i] holds the texts labels[i])."""
     renderer = fig.canvas.get_renderer()

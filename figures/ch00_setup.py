@@ -9,8 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import (LANGUAGES, check_text_fits, localized, save_svg,  # noqa: E402  (figures/_svg.py)
-                  translator, use_language)
+from _svg import (LANGUAGES, check_text_fits, translator, use_language,  # noqa: E402  (figures/_svg.py)
+                  write_figure)
 
 OUT = Path("figures/generated/ch00_setup.svg")
 ZH = {
@@ -70,9 +70,7 @@ def draw(language: str):
 
 def main(language: str = "en", folder: Path = OUT.parent) -> None:
     """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
-    fig = draw(language)
-    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
-    plt.close(fig)
+    write_figure(draw, OUT, language, folder, bbox_inches="tight")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
-from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch03_lookup.svg")
 ZH = {   # mathtext draws no CJK glyphs, so the Chinese label writes e_i with a Unicode subscript
@@ -63,9 +63,7 @@ def draw(language: str):
 
 def main(language: str = "en", folder: Path = OUT.parent) -> None:
     """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
-    fig = draw(language)
-    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
-    plt.close(fig)
+    write_figure(draw, OUT, language, folder, bbox_inches="tight")
 
 
 if __name__ == "__main__":

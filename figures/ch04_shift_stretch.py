@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
-from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch04_shift_stretch.svg")
 ZH = {
@@ -54,9 +54,7 @@ def draw(language: str):
 
 def main(language: str = "en", folder: Path = OUT.parent) -> None:
     """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
-    fig = draw(language)
-    save_svg(fig, localized(folder / OUT.name, language), bbox_inches="tight")
-    plt.close(fig)
+    write_figure(draw, OUT, language, folder, bbox_inches="tight")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from _svg import LANGUAGES, localized, save_svg, translator, use_language  # noqa: E402  (figures/_svg.py)
+from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402  (figures/_svg.py)
 
 OUT = Path("figures/generated/ch07_residual_sum.svg")
 ZH = {
@@ -74,9 +74,7 @@ def draw(language: str):
 
 def main(language: str = "en", folder: Path = OUT.parent) -> None:
     """Draw the figure in `language` and write it (SVG and PNG) into `folder`."""
-    fig = draw(language)
-    save_svg(fig, localized(folder / OUT.name, language))
-    plt.close(fig)
+    write_figure(draw, OUT, language, folder)
 
 
 if __name__ == "__main__":
