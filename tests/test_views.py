@@ -81,7 +81,8 @@ def test_attention_view_hover_selects_query_and_key(tmp_path):
           "selects[1].value = '1'; selects[1].dispatchEvent(new Event('change'));"
           + hover("td.llmlab-cell", 3 * T + 1))
     result = open_view(view, tmp_path, js)
-    expected = f"block 2 · head 1 · \"\u2423on\" → \"\u2423cat\": {round(w[2, 1, 3, 1] * 255) / 255:.3f}"
+    expected = (f"block 2 · head 1 · \"\u2423on\" (position 3) → \"\u2423cat\" (position 1): "
+                f"{round(w[2, 1, 3, 1] * 255) / 255:.3f}")
     assert readouts(result.dom)[0].startswith(expected)
     # the hovered cell is outlined, and the headers of its row and column
     assert result.dom.count("llmlab-cell llmlab-hl") == 1
@@ -368,10 +369,10 @@ def test_mask_view_is_a_view_of_masks(tmp_path):
     """, screenshot=tmp_path / "mask.png")
     assert out["selects"] == 1, "one selector, of masks: no layer or head pickers"
     assert "may attend" in out["legend"] and "masked" in out["legend"]
-    assert out["window"] == "window 3 · t5 → t2: masked\nt5 may attend to t3..t5 (3 positions)"
+    assert out["window"] == "window 3 · t5 (position 5) → t2 (position 2): masked\nt5 may attend to t3..t5 (3 positions)"
     assert out["summary"].startswith(f"{int(sliding_window_mask(T, 3).sum())} of {T * T} scores kept")
     assert out["padding"].endswith("t4 may attend to t0..t7 (8 positions)")
-    assert out["keys"].startswith("padding · t2 → t1: may attend")
+    assert out["keys"].startswith("padding · t2 (position 2) → t1 (position 1): may attend")
     assert out["focused"] == "query t2, key t1: may attend" and out["role"] == "grid"
 
 
@@ -708,6 +709,24 @@ def test_similarity_view_centred_on_one_shows_uncapped_values(tmp_path):
     assert out["bg"][0] == "rgba(31, 119, 180, 0)"              # 1 = no effect: no colour
     assert out["bg"][1] == "rgb(214, 39, 40)" and out["bg"][3] == "rgb(31, 119, 180)"   # saturated, uncapped text
     assert "from 0.5 (red) to 1.5 (blue)" in out["legend"]
+
+
+def test_attention_readout_names_key_positions_so_a_repeated_token_is_unambiguous(tmp_path):
+    # " the" twice: which one a query looks at is said by its position, not only by its text.
+    tokens = ["The", " cat", " saw", " the", " dog", " and", " the"]
+    T = len(tokens)
+    w = np.full((1, 1, T, T), 0.01) * np.tril(np.ones((T, T)))
+    w[0, 0, 6, 3] = 1.0                                           # the last " the" looks at the first " the"
+    w = w / w.sum(-1, keepdims=True)
+    view = AttentionView(tokens, w, live=False)
+    out = run_in_page(view.save(tmp_path / "repeat.html"), PAGE_HELPERS + """
+      var root = q('.llmlab-attention');
+      fire(cell(root, 6, 3), 'mouseover');
+      out.readout = readout(root);
+    """)
+    first, second = out["readout"].split("\n")[:2]
+    assert first.endswith('"␣the" (position 6) → "␣the" (position 3): ' + f"{w[0, 0, 6, 3]:.3f}"), first
+    assert second.startswith('"␣the" (position 6) looks most at "␣the" (position 3): '), second
 
 
 def test_readouts_grow_instead_of_cutting_wrapped_lines(tmp_path):

@@ -177,10 +177,12 @@ window.llmlab.views.attention = function (root, data) {
     });
     var b = best(q);
     var where = layerNames[layer] + ' · ' + headLabels[head] + (hideSink ? L.t(' · first token hidden') : '') + ' · ';
-    readout.textContent = where + '"' + data.tokens[q] + '" → "' + data.tokens[key] + '": ' +
-      weight(layer, head, q, key).toFixed(3) + (grid.pinned ? L.t(' [pinned]') : '') + '\n' +
-      L.t('"{query}" (position {q}) looks most at "{best}" ({w})', {query: data.tokens[q], q: q, best: data.tokens[b],
-                                                                   w: weight(layer, head, q, b).toFixed(3)}) +
+    // Positions name the tokens: a prompt may hold the same token twice ("the" at 1 and at 5).
+    readout.textContent = where + L.t('"{query}" (position {q}) → "{key}" (position {k}): {w}', {query: data.tokens[q],
+      q: q, key: data.tokens[key], k: key, w: weight(layer, head, q, key).toFixed(3)}) + (grid.pinned ? L.t(' [pinned]') : '') + '\n' +
+      L.t('"{query}" (position {q}) looks most at "{best}" (position {b}): {w}', {query: data.tokens[q], q: q,
+                                                                                  best: data.tokens[b], b: b,
+                                                                                  w: weight(layer, head, q, b).toFixed(3)}) +
       (q > 0 ? L.t('; the first token takes {w}', {w: raw(layer, head, q, 0).toFixed(3)}) : '');
   }
   function paint() {

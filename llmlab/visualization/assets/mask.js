@@ -50,8 +50,9 @@ window.llmlab.views.mask = function (root, data) {
                                                state: allowed(current, i, j) ? L.t('may attend') : L.t('masked')});
     },
     show: function (i, j, pinned) {
-      readout.textContent = data.names[current] + ' · ' + data.tokens[i] + ' → ' + data.tokens[j] + ': ' +
-        (allowed(current, i, j) ? L.t('may attend') : L.t('masked')) + (pinned ? L.t(' [pinned]') : '') + '\n' + rowFacts(i);
+      readout.textContent = data.names[current] + ' · ' + L.t('{query} (position {q}) → {key} (position {k}): {state}', {
+        query: data.tokens[i], q: i, key: data.tokens[j], k: j, state: allowed(current, i, j) ? L.t('may attend') : L.t('masked')}) +
+        (pinned ? L.t(' [pinned]') : '') + '\n' + rowFacts(i);
     }
   });
   root.appendChild(grid.box);

@@ -117,7 +117,9 @@ window.llmlab.ZH = {
   'query {i} {qt}, key {j} {kt}: {w}': '查询 {i} {qt}，键 {j} {kt}：{w}',
   'token {k}: {text}': '词元 {k}：{text}',
   ' · first token hidden': ' · 已隐藏第一个词元',
-  '"{query}" (position {q}) looks most at "{best}" ({w})': '"{query}"（位置 {q}）最关注 "{best}"（{w}）',
+  '{query} (position {q}) → {key} (position {k}): {state}': '{query}（位置 {q}）→ {key}（位置 {k}）：{state}',
+  '"{query}" (position {q}) → "{key}" (position {k}): {w}': '"{query}"（位置 {q}）→ "{key}"（位置 {k}）：{w}',
+  '"{query}" (position {q}) looks most at "{best}" (position {b}): {w}': '"{query}"（位置 {q}）最关注 "{best}"（位置 {b}）：{w}',
   '; the first token takes {w}': '；第一个词元占 {w}',
   'SmolLM2-135M, live in your browser: attention on your prompt': 'SmolLM2-135M，在你的浏览器中实时运行：你的提示词上的注意力',
   // lens.js
