@@ -725,7 +725,7 @@ def test_attention_readout_names_key_positions_so_a_repeated_token_is_unambiguou
       out.readout = readout(root);
     """)
     first, second = out["readout"].split("\n")[:2]
-    assert first.endswith('"␣the" (position 6) → "␣the" (position 3): ' + f"{w[0, 0, 6, 3]:.3f}"), first
+    assert first.endswith('"␣the" (position 6) → "␣the" (position 3): ' + f"{round(w[0, 0, 6, 3] * 255) / 255:.3f}"), first
     assert second.startswith('"␣the" (position 6) looks most at "␣the" (position 3): '), second
 
 
