@@ -76,6 +76,9 @@ def test_onnx_matches_llmlab(smol, exported, prompt):
     ranks, want = out["lens_target_ranks"], lens.target_rank.numpy()
     assert (ranks[want < 20] == want[want < 20]).all()           # far down the list, near-ties may swap
     assert (np.abs(ranks - want) <= 0.01 * want + 2).all()
+    # the graph counts the rank slice by slice of the vocabulary: the same count as over the whole row
+    # (the last block's row at the last position is the one whose logits come back whole)
+    assert ranks[L, T - 1] == (out["logits"] > out["logits"][target]).sum()
     assert np.abs(out["lens_target_probs"] - lens.target_prob.numpy()).max() < 1e-4
 
 

@@ -726,8 +726,14 @@
                         "in web/package.json; see LazyWeights in llmlab-live.js).");
       }
       timings.expand_ms = weights.ms;
+      release(weights.scratch);
       weights.scratch = null;
-      Object.keys(bytes).forEach(function (key) { if (/^model\.data\./.test(key)) bytes[key] = null; });  // copied now
+      // Copied now: the blocks (each file given back as its last weight was copied) and the runtime's
+      // binary, which onnxruntime compiled when it started.
+      Object.keys(bytes).forEach(function (key) {
+        if (/^model\.data\.|\.wasm$/.test(key)) { release(bytes[key]); bytes[key] = null; }
+      });
+      ort.env.wasm.wasmBinary = undefined;
       timings.session_ms = performance.now() - t1;
       return { vocab: vocab, source: source, stored: stored, timings: timings };
     }
@@ -770,9 +776,10 @@
     // weights.f32 as onnxruntime-web mounts it, without its 540 MB ever being whole in JavaScript. The
     // runtime (1.30, pinned) looks up the mounted file, checks byteLength, and copies each initializer with
     // HEAPU8.set(file.subarray(offset, offset + length)) at once: this byte array answers subarray by
-    // expanding the weight that range covers into one reused buffer (as large as the largest weight, the
-    // 113 MB embedding), so the page's memory holds the runtime's copy and the quantized blocks, not
-    // twice the weights, and expanding leaves no garbage behind.
+    // expanding the weight that range covers into one reused buffer (as large as the largest weight: a
+    // 7 MB slice of the embedding), so the page's memory holds the runtime's copy and the quantized
+    // blocks, not twice the weights, and expanding leaves no garbage behind. A file of blocks is given
+    // back as soon as its last weight is copied.
     class LazyWeights extends Uint8Array {
       constructor(recipe, bytes) {
         super(0);
@@ -781,15 +788,18 @@
         this.copied = 0;
         this.ms = 0;
         this.scratch = new Float32Array(Math.max.apply(null, recipe.weights.map(function (w) { return w.rows * w.cols; })));
+        this.left = {};                       // weights not yet copied, per file of blocks
+        recipe.weights.forEach(function (w) { this.left[w.file] = (this.left[w.file] || 0) + 1; }, this);
       }
       get byteLength() { return this.recipe.bytes; }
       get length() { return this.recipe.bytes; }
       subarray(begin, end) {
-        var t0 = performance.now(), files = this.files, scratch = this.scratch, out = null;
+        var t0 = performance.now(), files = this.files, scratch = this.scratch, out = null, lazy = this;
         this.recipe.weights.forEach(function (w) {
           var lo = Math.max(begin, w.offset), hi = Math.min(end, w.offset + w.rows * w.cols * 4);
           if (lo >= hi) return;
           var expanded = expandWeight(w, files, scratch);
+          if (--lazy.left[w.file] === 0) { release(files[w.file]); files[w.file] = null; }   // every weight of it copied
           if (lo === begin && hi === end) { out = expanded.subarray(lo - w.offset, hi - w.offset); return; }  // the usual case
           out = out || new Uint8Array(end - begin);
           out.set(expanded.subarray(lo - w.offset, hi - w.offset), lo - begin);
@@ -801,6 +811,12 @@
       }
     }
 
+    // Gives an array's memory back at once, not at the next garbage collection (which may come after the
+    // runtime's memory has grown by the whole model): ArrayBuffer.prototype.transfer(0) empties it.
+    function release(array) {
+      if (array && array.buffer && typeof array.buffer.transfer === "function" && !array.buffer.detached) array.buffer.transfer(0);
+    }
+    function releaseOutputs(out) { Object.keys(out).forEach(function (name) { release(out[name].data); }); }
     function int64(values) { return new self.ort.Tensor("int64", BigInt64Array.from(values.map(BigInt)), [values.length]); }
     function forward(ids, past, headMask, steer, attentionRows, readoutRows, target) {
       var d = dims, T = self.ort.Tensor;
@@ -914,7 +930,11 @@
       var best = 0;
       for (i = 1; i < V; i++) if (z[i] > z[best]) best = i;
       var modelProbs = softmax(raw);
-      if (o.temperature === 0) return { id: best, p: 1, pModel: modelProbs[best], kept: 1 };
+      if (o.temperature === 0) {
+        var greedy = { id: best, p: 1, pModel: modelProbs[best], kept: 1 };
+        [modelProbs, z === raw ? null : z].forEach(release);
+        return greedy;
+      }
       var t = Math.fround(o.temperature), s = new Float32Array(V);
       for (i = 0; i < V; i++) s[i] = z[i] / t;
       var max = s[best], floor = -Infinity;
@@ -946,7 +966,9 @@
         pick = i;
         if (acc > u) break;
       }
-      return { id: pick, p: Math.exp(s[pick] - max) / total, pModel: modelProbs[pick], kept: kept };
+      var chosen = { id: pick, p: Math.exp(s[pick] - max) / total, pModel: modelProbs[pick], kept: kept };
+      [s, modelProbs, sorted, z === raw ? null : z].forEach(release);       // V floats each, every token
+      return chosen;
     }
     function breathe() {               // let a "cancel" message in between two tokens
       return new Promise(function (resolve) { setTimeout(resolve, 0); });
@@ -990,14 +1012,16 @@
         if (step === m.maxNewTokens - 1) break;
         await breathe();
         if (cancelled[m.id]) { stopped = "aborted"; break; }
-        var t1 = performance.now();
+        var t1 = performance.now(), before = out;
         out = m.cache
           ? await forward([c.id], { keys: out.present_keys, values: out.present_values }, m.headMask, m.steer, 0, [d.L], 0)
           : await forward(all, null, m.headMask, m.steer, 0, [d.L * all.length + all.length - 1], 0);
+        releaseOutputs(before);         // the last step's cache and logits, read by now: given back at once
         stepMs = performance.now() - t1;
         steps.push(stepMs);
       }
       delete cancelled[m.id];
+      releaseOutputs(out);
       var mean = steps.length ? steps.reduce(function (a, b) { return a + b; }, 0) / steps.length : null;
       var newIds = all.slice(ids.length);
       return { promptIds: ids, ids: newIds, tokens: newIds.map(function (id) { return vocab[id]; }), text: text_, stopped: stopped,

@@ -18,7 +18,8 @@ expansion into the graph at load makes the page's memory pass 4 GB.)
   scale d and a minimum m (float16) and 16 bytes of 4-bit q (element j in the low nibble of byte j,
   element j + 16 in its high nibble): w = d * q + m.
 - The Q8_0 token embedding (tied to the LM head): blocks of 34 bytes, d (float16) and 32 int8 q:
-  w = d * q. The one float32 table serves the embedding (Gather) and the LM head (Gemm).
+  w = d * q. The float32 table serves the embedding (Gather) and the LM head (MatMul); it is stored in
+  16 slices of the vocabulary, so that the page expands 7 MB at a time, not 113 MB.
 - llama.cpp's permuted rows of W_q and W_k are put back (``llmlab.gguf.unpermute_qk``): whole
   rows of blocks move, no number changes.
 
@@ -61,6 +62,7 @@ from llmlab.positions import rope_cos_sin
 CONTEXT = 1024            # longest text (prompt + written tokens) the live model's cache holds
 MAX_TOKENS = 256          # longest prompt a view reads whole (attention weights grow as T^2)
 LENS_K = 5                # top tokens per layer in the logit lens
+EMBEDDING_CHUNKS = 16     # slices of the (tied) embedding table, each expanded on its own (7 MB, not 113)
 CHUNK_BYTES = 40 << 20    # weight files of at most 40 MiB (43 MiB once written as script files)
 LIVE_INPUTS = ("input_ids", "past_keys", "past_values", "head_mask", "steer", "attention_rows",
                "readout_rows", "lens_target")
@@ -173,10 +175,25 @@ def build_graph(reader, config) -> tuple:
     hidden = g.op("Greater", g.op("Unsqueeze", keys, zero), g.op("Unsqueeze", rows, g.ints(1)))  # (T, S)
     mask = g.op("Where", hidden, g.scalar(float("-inf")), g.scalar(0.0))
 
-    # Token embedding, tied to the LM head: one float32 table (D, V) expanded from the Q8_0 blocks.
-    table = g.weight("embedding", "q8_0", raw_blocks(tensors["token_embd.weight"], Q8_0_BLOCK))
+    # Token embedding, tied to the LM head: float32 tables (D, rows) expanded from the Q8_0 blocks, in
+    # EMBEDDING_CHUNKS slices of the vocabulary, so that the page never expands more than one slice at
+    # once (the whole table is 113 MB). A token's column comes from the slice that holds it: each slice
+    # gathers (an id outside it reads column 0) and Where keeps the right one, so no number is touched.
     V = c.vocab_size
-    x = g.op("Transpose", g.op("Gather", table, "input_ids", axis=1), perm=[1, 0])     # (T, D)
+    embedding = raw_blocks(tensors["token_embd.weight"], Q8_0_BLOCK)                   # (V, D/32, 34)
+    per = -(-V // EMBEDDING_CHUNKS)
+    tables, slices, x = [], [], None
+    for lo in range(0, V, per):
+        n = min(per, V - lo)
+        slices.append((lo, n))
+        tables.append(g.weight("embedding", "q8_0", embedding[lo: lo + n]))           # (D, n)
+        local = g.op("Sub", "input_ids", g.const("first_id", np.array(lo, np.int64)))  # (T,)
+        inside = g.op("And", g.op("GreaterOrEqual", local, g.const("zero_id", np.array(0, np.int64))),
+                      g.op("Less", local, g.const("rows", np.array(n, np.int64))))
+        column = g.op("Gather", tables[-1], g.op("Where", inside, local, g.const("zero_id", np.array(0, np.int64))),
+                      axis=1)                                                          # (D, T)
+        x = column if x is None else g.op("Where", inside, column, x)
+    x = g.op("Transpose", x, perm=[1, 0])                                              # (T, D)
 
     attention_end = g.op("Reshape", "attention_rows", g.ints(1))                       # [R]: 0 or T
     streams, patterns, present_k, present_v = [x], [], [], []
@@ -224,23 +241,37 @@ def build_graph(reader, config) -> tuple:
     g.op("Concat", *[g.op("Gather", s, last, axis=0) for s in streams], axis=0, outputs=["resid"])  # (L+1, D)
 
     # One readout (final norm, then the tied LM head) for the next token and for the logit lens.
-    norm_w = norm_weight("output_norm.weight")
-    def readout(rows):                                                                 # (n, D) -> (n, V)
-        return g.op("MatMul", rms_norm(g, rows, norm_w, c.norm_eps), table)            # the tied LM head
-
     # The readout rows: row r = layer * T + position of every stream stacked (embedding first), at
     # least one. The first is the one whose whole distribution comes back (usually the model's output
     # at the last position); every row gets its top LENS_K tokens (the logit lens).
     stacked = g.op("Concat", *streams, axis=0)                                         # ((L+1) T, D)
-    logits = readout(g.op("Gather", stacked, "readout_rows", axis=0))                  # (n, V)
+    normed = rms_norm(g, g.op("Gather", stacked, "readout_rows", axis=0), norm_weight("output_norm.weight"),
+                      c.norm_eps)                                                      # (n, D)
+    parts = [g.op("MatMul", normed, t) for t in tables]                                # the tied LM head, (n, rows) each
+    # lens_target's rank: how many logits beat its own (far-off probabilities tie at 0), counted slice by
+    # slice in float32 (exact below 2^24), so that no (n, V) temporary exists besides the logits and
+    # their softmax; its logit comes from the slice that holds it, as the embedding's columns do.
+    target_logit, better = None, None
+    for (lo, n), part in zip(slices, parts):
+        local = g.op("Sub", "lens_target", g.const("first_id", np.array([lo], np.int64)))                  # (1,)
+        inside = g.op("And", g.op("GreaterOrEqual", local, g.const("zero_id", np.array([0], np.int64))),
+                      g.op("Less", local, g.const("rows", np.array([n], np.int64))))
+        column = g.op("Gather", part, g.op("Where", inside, local, g.const("zero_id", np.array([0], np.int64))),
+                      axis=1)                                                          # (n, 1)
+        target_logit = column if target_logit is None else g.op("Where", inside, column, target_logit)
+    for part in parts:
+        count = g.op("ReduceSum", g.op("Cast", g.op("Greater", part, target_logit), to=1), g.ints(-1), keepdims=0)
+        better = count if better is None else g.op("Add", better, count)             # (n,)
+    # The slices are joined only once the ranks are counted, so that they are gone before the softmax:
+    # the first slice gets 0 * (a sum of the counts) added, which changes no number but makes the join
+    # wait for the counts (onnxruntime frees a tensor after its last reader).
+    wait = g.op("Mul", g.op("ReduceSum", better, g.ints(0), keepdims=1), g.scalar(0.0))   # (1,) = 0
+    logits = g.op("Concat", g.op("Add", parts[0], wait), *parts[1:], axis=-1)          # (n, V)
     g.op("Gather", logits, g.const("first_row", np.array(0, np.int64)), axis=0, outputs=["logits"])  # (V,)
     probs = g.op("Softmax", logits, axis=-1)                                           # (n, V)
     g.op("TopK", probs, g.ints(LENS_K), axis=-1, outputs=["lens_probs", "lens_ids"])   # (n, k)
     target_p = g.op("Gather", probs, "lens_target", axis=1)                            # (n, 1)
-    target_logit = g.op("Gather", logits, "lens_target", axis=1)                       # rank by logits (far-off
-    better = g.op("ReduceSum", g.op("Cast", g.op("Greater", logits, target_logit), to=1),  # probabilities tie at 0;
-                  g.ints(-1), keepdims=0)                                              # counted in float32 (exact
-    better = g.op("Cast", better, to=7)                                               # below 2^24): no int64 (n, V)
+    better = g.op("Cast", better, to=7)                                               # int64, (n,)
     g.op("Reshape", target_p, g.ints(-1), outputs=["lens_target_probs"])               # (n,)
     g.op("Identity", better, outputs=["lens_target_ranks"])                            # 0 = the top token
 
