@@ -120,18 +120,34 @@ class Graph:
 
 
 def rms_norm(g: Graph, x: str, weight: np.ndarray, eps: float) -> str:
-    """x / sqrt(mean(x^2) + eps) * w over the last axis (llmlab.norms.rms_norm)."""
-    mean_sq = g.op("ReduceMean", g.op("Mul", x, x), axes=[-1], keepdims=1)             # (T, 1)
-    inv = g.op("Reciprocal", g.op("Sqrt", g.op("Add", mean_sq, g.scalar(eps))))
-    return g.op("Mul", g.op("Mul", x, inv), g.const("norm_w", weight.astype(np.float32)))
+    """x / sqrt(mean(x^2) + eps) * w over the last axis (llmlab.norms.rms_norm), as onnxruntime's one
+    SimplifiedLayerNormalization node (written out, it took seven nodes, and each node costs a call)."""
+    return g.op("SimplifiedLayerNormalization", x, g.const("norm_w", weight.astype(np.float32)),
+                axis=-1, epsilon=float(eps))
 
 
-def rope(g: Graph, x: str, cos: str, sin: str, half: int) -> str:
-    """x * cos + rotate_half(x) * sin, x (heads, T, hd); rotate_half(x) = (-x2, x1)."""
-    x1 = g.op("Slice", x, g.ints(0), g.ints(half), g.ints(-1))
-    x2 = g.op("Slice", x, g.ints(half), g.ints(2 * half), g.ints(-1))
-    rotated = g.op("Concat", g.op("Neg", x2), x1, axis=-1)
-    return g.op("Add", g.op("Mul", x, cos), g.op("Mul", rotated, sin))
+def rope(g: Graph, x: str, start: str, cos: str, sin: str, heads: int) -> str:
+    """x * cos + rotate_half(x) * sin for x (T, heads * hd) at positions start, start + 1, ...:
+    rotate_half(x) = (-x2, x1) within each head, as onnxruntime's RotaryEmbedding (not interleaved)
+    computes it from the half tables cos, sin (CONTEXT, hd / 2). Returns (1, T, heads * hd)."""
+    return g.op("RotaryEmbedding", g.op("Unsqueeze", x, g.ints(0)), start, cos, sin, domain="com.microsoft",
+                num_heads=heads, interleaved=0)
+
+
+def pick_column(g: Graph, parts: list, slices: list, ids: str) -> str:
+    """Column ids of the matrix split by columns into parts (slices: (first column, width) of each),
+    e.g. a token's embedding from the vocabulary's slices: each part gathers at the id's offset in its
+    slice (clamped into it) and Where keeps the part that holds the id, so no number is touched."""
+    per = slices[0][1]
+    which = g.op("Div", ids, g.const("slice_width", np.array(per, np.int64)))
+    local = g.op("Sub", ids, g.op("Mul", which, g.const("slice_width", np.array(per, np.int64))))
+    out = None
+    for k, ((lo, n), part) in enumerate(zip(slices, parts)):
+        at = local if n == per else g.op("Min", local, g.const("last_column", np.array(n - 1, np.int64)))
+        column = g.op("Gather", part, at, axis=-1)
+        out = column if out is None else g.op("Where", g.op("Equal", which, g.const("slice", np.array(k, np.int64))),
+                                              column, out)
+    return out
 
 
 # ------------------------------------------------------------------ the model
@@ -162,13 +178,11 @@ def build_graph(reader, config) -> tuple:
     P = g.op("Slice", g.op("Shape", "past_keys"), g.ints(2), g.ints(3), g.ints(0))     # [P]
     S = g.op("Add", P, T)                                                              # [S]
     zero = g.ints(0)
-    # RoPE: slices of llmlab's own tables for CONTEXT positions (stored once, half of each: the two
-    # halves of a row share one angle).
+    # RoPE: llmlab's own tables for CONTEXT positions, half of each (the two halves of a row share one
+    # angle); the new tokens' rows start at P.
     cos, sin = rope_cos_sin(CONTEXT, hd, base=c.rope_theta)                            # (CONTEXT, hd) each
-    def table(hint, full):
-        half = g.const(hint, full.numpy()[:, : hd // 2].copy())
-        return g.op("Slice", g.op("Concat", half, half, axis=-1), P, S, zero)          # (T, hd)
-    cos, sin = table("rope_cos", cos), table("rope_sin", sin)
+    cos = g.const("rope_cos", cos.numpy()[:, : hd // 2].copy())
+    sin = g.const("rope_sin", sin.numpy()[:, : hd // 2].copy())
     # Causal mask (T, S): key j is hidden from the new token i when j > P + i.
     keys = g.op("Range", g.op("Squeeze", zero), g.op("Squeeze", S, zero), g.op("Squeeze", g.ints(1)))
     rows = g.op("Range", g.op("Squeeze", P, zero), g.op("Squeeze", S, zero), g.op("Squeeze", g.ints(1)))
@@ -177,23 +191,13 @@ def build_graph(reader, config) -> tuple:
 
     # Token embedding, tied to the LM head: float32 tables (D, rows) expanded from the Q8_0 blocks, in
     # EMBEDDING_CHUNKS slices of the vocabulary, so that the page never expands more than one slice at
-    # once (the whole table is 113 MB). A token's column comes from the slice that holds it: each slice
-    # gathers (an id outside it reads column 0) and Where keeps the right one, so no number is touched.
+    # once (the whole table is 113 MB).
     V = c.vocab_size
     embedding = raw_blocks(tensors["token_embd.weight"], Q8_0_BLOCK)                   # (V, D/32, 34)
     per = -(-V // EMBEDDING_CHUNKS)
-    tables, slices, x = [], [], None
-    for lo in range(0, V, per):
-        n = min(per, V - lo)
-        slices.append((lo, n))
-        tables.append(g.weight("embedding", "q8_0", embedding[lo: lo + n]))           # (D, n)
-        local = g.op("Sub", "input_ids", g.const("first_id", np.array(lo, np.int64)))  # (T,)
-        inside = g.op("And", g.op("GreaterOrEqual", local, g.const("zero_id", np.array(0, np.int64))),
-                      g.op("Less", local, g.const("rows", np.array(n, np.int64))))
-        column = g.op("Gather", tables[-1], g.op("Where", inside, local, g.const("zero_id", np.array(0, np.int64))),
-                      axis=1)                                                          # (D, T)
-        x = column if x is None else g.op("Where", inside, column, x)
-    x = g.op("Transpose", x, perm=[1, 0])                                              # (T, D)
+    slices = [(lo, min(per, V - lo)) for lo in range(0, V, per)]
+    tables = [g.weight("embedding", "q8_0", embedding[lo: lo + n]) for lo, n in slices]   # (D, n) each
+    x = g.op("Transpose", pick_column(g, tables, slices, "input_ids"), perm=[1, 0])    # (T, D)
 
     attention_end = g.op("Reshape", "attention_rows", g.ints(1))                       # [R]: 0 or T
     streams, patterns, present_k, present_v = [x], [], [], []
@@ -203,27 +207,27 @@ def build_graph(reader, config) -> tuple:
         q = linear(f"blk.{i}.attn_q.weight", h, heads=H)                               # (T, H*hd)
         k = linear(f"blk.{i}.attn_k.weight", h, heads=KV)                              # (T, KV*hd)
         v = linear(f"blk.{i}.attn_v.weight", h)
-        q = g.op("Transpose", g.op("Reshape", q, g.ints(-1, H, hd)), perm=[1, 0, 2])    # (H, T, hd)
-        k = g.op("Transpose", g.op("Reshape", k, g.ints(-1, KV, hd)), perm=[1, 0, 2])   # (KV, T, hd)
+        q = g.op("Transpose", g.op("Reshape", rope(g, q, P, cos, sin, H), g.ints(-1, H, hd)), perm=[1, 0, 2])   # (H, T, hd)
+        k = g.op("Transpose", g.op("Reshape", rope(g, k, P, cos, sin, KV), g.ints(-1, KV, hd)), perm=[1, 0, 2])  # (KV, T, hd)
         v = g.op("Transpose", g.op("Reshape", v, g.ints(-1, KV, hd)), perm=[1, 0, 2])
-        q, k = rope(g, q, cos, sin, hd // 2), rope(g, k, cos, sin, hd // 2)
         # The cache: this block's past keys and values, then the new ones (what the next call gets back).
         k = g.op("Concat", g.op("Squeeze", g.op("Gather", "past_keys", layer, axis=0), zero), k, axis=1)    # (KV, S, hd)
         v = g.op("Concat", g.op("Squeeze", g.op("Gather", "past_values", layer, axis=0), zero), v, axis=1)
         present_k.append(g.op("Unsqueeze", k, zero))
         present_v.append(g.op("Unsqueeze", v, zero))
-        # Grouped queries: query head j reads key/value head j // (H / KV) (llmlab's repeat_kv).
-        def repeat(t):
-            wide = g.op("Expand", g.op("Unsqueeze", t, g.ints(1)), g.ints(KV, H // KV, 1, 1))  # (KV, H/KV, S, hd)
-            return g.op("Reshape", wide, g.ints(H, -1, hd))                                    # (H, S, hd)
-        k, v = repeat(k), repeat(v)
-        scores = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=[0, 2, 1])), g.scalar(hd ** -0.5))
+        # Grouped queries: query head j reads key/value head j // G, G = H / KV (llmlab's repeat_kv). The
+        # G query heads of one key/value head are stacked as (G T) rows of one product with its keys,
+        # instead of copying each key/value head G times: (H, T, .) and (KV, G T, .) are the same numbers.
+        grouped = g.op("Reshape", q, g.ints(KV, -1, hd))                                 # (KV, G T, hd)
+        scores = g.op("Reshape", g.op("MatMul", grouped, g.op("Transpose", k, perm=[0, 2, 1])), g.ints(H, -1, 0))
+        scores = g.op("Mul", scores, g.scalar(hd ** -0.5))                               # (H, T, S)
         weights = g.op("Softmax", g.op("Add", scores, mask), axis=-1)                  # (H, T, S)
         kept = g.op("Slice", weights, zero, attention_end, g.ints(1))                  # (H, R, S): R = 0 or T
         patterns.append(g.op("Unsqueeze", kept, zero))                                 # (1, H, R, S)
+        mixed = g.op("Reshape", g.op("MatMul", g.op("Reshape", weights, g.ints(KV, -1, 0)), v), g.ints(H, -1, hd))
         # Knock-outs: head_mask[i, j] = 0 zeroes head j's output before W_o (llmlab's hook_z).
         keep = g.op("Reshape", g.op("Gather", "head_mask", layer, axis=0), g.ints(H, 1, 1))   # (H, 1, 1)
-        heads_out = g.op("Mul", g.op("MatMul", weights, v), keep)                      # (H, T, hd)
+        heads_out = g.op("Mul", mixed, keep)                                           # (H, T, hd)
         z = g.op("Reshape", g.op("Transpose", heads_out, perm=[1, 0, 2]), g.ints(-1, H * hd))
         x = g.op("Add", x, linear(f"blk.{i}.attn_output.weight", z))                   # (T, D)
         h = rms_norm(g, x, norm_weight(f"blk.{i}.ffn_norm.weight"), c.norm_eps)
@@ -251,14 +255,7 @@ def build_graph(reader, config) -> tuple:
     # lens_target's rank: how many logits beat its own (far-off probabilities tie at 0), counted slice by
     # slice in float32 (exact below 2^24), so that no (n, V) temporary exists besides the logits and
     # their softmax; its logit comes from the slice that holds it, as the embedding's columns do.
-    target_logit, better = None, None
-    for (lo, n), part in zip(slices, parts):
-        local = g.op("Sub", "lens_target", g.const("first_id", np.array([lo], np.int64)))                  # (1,)
-        inside = g.op("And", g.op("GreaterOrEqual", local, g.const("zero_id", np.array([0], np.int64))),
-                      g.op("Less", local, g.const("rows", np.array([n], np.int64))))
-        column = g.op("Gather", part, g.op("Where", inside, local, g.const("zero_id", np.array([0], np.int64))),
-                      axis=1)                                                          # (n, 1)
-        target_logit = column if target_logit is None else g.op("Where", inside, column, target_logit)
+    target_logit, better = pick_column(g, parts, slices, "lens_target"), None           # (n, 1)
     for part in parts:
         count = g.op("ReduceSum", g.op("Cast", g.op("Greater", part, target_logit), to=1), g.ints(-1), keepdims=0)
         better = count if better is None else g.op("Add", better, count)             # (n,)
