@@ -60,7 +60,7 @@ def draw(language: str):
     left.axis("off")
 
     right.set_title(t("Patchscope: let the model describe a state"), fontsize=11)
-    box(right, 0.0, 0.2, 2.4, 0.5, "<|endoftext|> Albert Einstein", TOKEN, size=7.5)
+    box(right, -0.25, 0.2, 2.9, 0.5, "<|endoftext|> Albert Einstein", TOKEN, size=7.5)
     box(right, 0.4, 1.1, 1.6, 0.5, t("block ℓ"), BLOCK)
     arrow(right, 1.2, 0.7, 1.2, 1.1)
     box(right, 3.0, 0.2, 2.5, 0.5, t("Syria: a country ... x:"), TOKEN, size=7.5)
@@ -73,7 +73,7 @@ def draw(language: str):
     arrow(right, 4.25, 1.6, 4.25, 2.2)
     box(right, 3.1, 3.2, 2.3, 0.5, "' a physicist ...'", TOKEN, size=8.5)
     arrow(right, 4.25, 2.7, 4.25, 3.2)
-    right.set_xlim(0, 6)
+    right.set_xlim(-0.4, 6)
     right.set_ylim(0, 4.4)
     right.axis("off")
     return fig
