@@ -6,7 +6,6 @@ it writes, it changes nothing when run twice, and the README, pyproject.toml and
 the same address as _config.yml. (tests/test_book_browser.py checks that the book shows such an image.)
 """
 import base64
-import importlib.util
 import re
 import shutil
 import tomllib
@@ -15,11 +14,10 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from script_loader import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / "scripts" / "sync_notebooks.py")
-sync = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sync)
+sync = load_file(ROOT / "scripts" / "sync_notebooks.py")
 
 URL = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
 

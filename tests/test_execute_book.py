@@ -1,5 +1,4 @@
 """scripts/execute_book.py: the book's notebooks executed several at a time into the build's cache."""
-import importlib.util
 import re
 import subprocess
 import sys
@@ -7,11 +6,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from script_loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("execute_book", ROOT / "scripts" / "execute_book.py")
-execute_book = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(execute_book)
+execute_book = load_file(ROOT / "scripts" / "execute_book.py")
 
 TIMERS = re.compile(r"\b(timed|memory_bandwidth|synchronize)\(")
 

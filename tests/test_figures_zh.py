@@ -4,7 +4,6 @@ Each script's draw(language) returns its figure; the Chinese one must carry Chin
 English one carries words, keeping only what reads the same in both languages: identifiers, numbers,
 formulas, shapes, model names, token strings and quoted English prompts.
 """
-import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
+from script_loader import load_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "figures"
@@ -41,10 +41,7 @@ ALLOWED = {
 
 def load(name):
     """Import figures/NAME.py as a module."""
-    spec = importlib.util.spec_from_file_location(f"figure_{name}", FIGURES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(FIGURES / f"{name}.py", f"figure_{name}")
 
 
 def texts(fig):

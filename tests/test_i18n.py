@@ -1,17 +1,15 @@
 """The Chinese edition: its catalogs, and the two built sites side by side (_build/html, _build/html/zh)."""
 import html as html_lib
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from script_loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 ZH = HTML / "zh"
-spec = importlib.util.spec_from_file_location("book_i18n", ROOT / "scripts" / "book_i18n.py")
-book_i18n = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(book_i18n)
+book_i18n = load_file(ROOT / "scripts" / "book_i18n.py")
 
 CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
 LATIN = re.compile(r"[A-Za-z]")

@@ -1,5 +1,4 @@
 """BPE from scratch: worked examples, training (fast == naive), 1 MB training, tokenizer.json parity."""
-import importlib.util
 import json
 import os
 
@@ -9,6 +8,7 @@ from tokenizers import Regex, Tokenizer as HFTokenizer, decoders, models, pre_to
 from llmlab.tokenization import (PATTERNS, ByteLevelBPE, apply_merges, get_pair_counts, load_tokenizer, merge,
                                  pre_split, tokenizer_from_json, train_bpe, train_bpe_naive)
 from llmlab.tokenization.patterns import LLAMA3
+from script_loader import load_file
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 with open(os.path.join(DATA, "tokenizer_corpus.json"), encoding="utf-8") as f:
@@ -16,10 +16,7 @@ with open(os.path.join(DATA, "tokenizer_corpus.json"), encoding="utf-8") as f:
 
 
 def _make_corpus(n_bytes):
-    spec = importlib.util.spec_from_file_location("make_corpus", os.path.join(DATA, "make_corpus.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.make_corpus(n_bytes)
+    return load_file(os.path.join(DATA, "make_corpus.py")).make_corpus(n_bytes)
 
 
 @pytest.fixture(scope="module")

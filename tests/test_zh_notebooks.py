@@ -1,16 +1,14 @@
 """The Chinese notebooks (zh/chapters, zh/practise): the English code, the catalogs' text, kept current."""
-import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
+from script_loader import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("make_zh_notebooks", ROOT / "scripts" / "make_zh_notebooks.py")
-make_zh = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(make_zh)
+make_zh = load_file(ROOT / "scripts" / "make_zh_notebooks.py")
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
