@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "trust; without this flag grade refuses where bubblewrap cannot make a sandbox)")
     p.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)   # the old name: explained below
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    p.add_argument("--language", default=None, choices=["en", "zh_CN"],
+                   help="language of the students' feedback pages (default: LLMLAB_LANGUAGE, else en); the "
+                        "CSV and JSON reports stay English")
     p.add_argument("--run-every-cell", action="store_true",
                    help="run every cell of each notebook (default: skip the unchanged cells no exercise needs, "
                         "such as a chapter's figures; tag a cell grade-run or grade-skip to decide yourself)")
@@ -139,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                   assignment=args.assignment, kernel=args.kernel, call_limit=args.call_limit,
                   unsafe_no_sandbox=args.unsafe_no_sandbox, jobs=args.jobs, roster=args.roster,
                   shard=_shard(args.shard), points=_pairs(args.points), title=args.title,
-                  run_every_cell=args.run_every_cell)
+                  run_every_cell=args.run_every_cell, language=args.language)
         elif args.command == "merge":
             from llmlab.grading.outputs import merge
             merge(args.reports, args.out)

@@ -960,6 +960,38 @@ def test_feedback_holds_one_student_and_no_paths_of_this_machine(tmp_path):
     assert safe_name("alice") == "alice" and safe_name("=1+2").startswith("_1_2-") and "/" not in safe_name("../x")
 
 
+def test_feedback_pages_in_chinese_translate_the_page_and_the_messages(tmp_path, monkeypatch):
+    from llmlab.grading.feedback import feedback_html, private_paths
+
+    paths = private_paths([tmp_path / "submissions"])
+    rows = [{"student": "li", "exercise": "softmax", "status": "fail", "points": 0, "max_points": 2,
+             "message": "softmax(x) returned shape (3,); expected shape (2, 3)."},
+            {"student": "li", "exercise": "sdpa", "status": "error", "points": 0, "max_points": 3,
+             "message": "the notebook did not finish within 120 s (cell 7 was still running); the check in cell 9 "
+                        "never ran"},
+            {"student": "li", "exercise": "rope", "status": "error", "points": 0, "max_points": 1,
+             "message": "the check cell for 'rope' is missing from the submission (deleted or edited); no result"}]
+    entry = {"student": "li", "name": "Li Lei", "total": 0, "max": 6, "late": True}
+    page = feedback_html(entry, rows, "lesson 5", paths, "zh_CN")
+    assert '<html lang="zh-CN">' in page and "<b>Li Lei</b> 的反馈：<b>得分 0 / 6</b>。" in page
+    assert "这份提交被标记为迟交。" in page and "<th>练习</th>" in page and "尚未通过" in page and "出错" in page
+    assert "softmax(x) 返回的形状是 (3,)，应为 (2, 3)。" in page                    # as check() says it to a learner
+    assert "这个笔记本未能在 120 秒内运行完（单元格 7 仍在运行）；单元格 9 中的检查没有运行" in page
+    assert "提交中缺少 &#x27;rope&#x27; 的检查单元格（被删除或改动）；没有结果" in page   # html-escaped quotes
+    assert 'class="fail"' in page and "<code>softmax</code>" in page              # ids and classes stay
+    english = feedback_html(entry, rows, "lesson 5", paths)
+    assert "0 of 6 points" in english and "returned shape (3,)" in english and "尚未" not in english
+    with pytest.raises(ValueError, match="'en', 'zh_CN'; got 'fr'"):
+        feedback_html(entry, rows, "lesson 5", paths, "fr")
+    # the command line passes --language on; without it, LLMLAB_LANGUAGE decides (grade reads it)
+    seen = {}
+    monkeypatch.setattr("llmlab.grading.grade.grade", lambda *a, **k: seen.update(k) or [])
+    assert main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--expected", "softmax",
+                 "--language", "zh_CN"]) == 0 and seen["language"] == "zh_CN"
+    with pytest.raises(SystemExit):
+        main(["grade", str(tmp_path), "--out", str(tmp_path / "o"), "--expected", "softmax", "--language", "fr"])
+
+
 def test_grade_refuses_an_out_folder_with_an_earlier_run(tmp_path, capsys):
     (tmp_path / "subs").mkdir()
     nbformat.write(nbformat.v4.new_notebook(), tmp_path / "subs" / "a.ipynb")

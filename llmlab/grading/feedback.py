@@ -2,7 +2,8 @@
 notebook beside it (a student who handed in nothing gets a gradebook row, no file).
 
 REPORT/feedback/<student>.html holds that student's exercises only: status, points, and the
-checker's message (what went in, what was expected, what came back, the hint, the error). Paths of
+checker's message (what went in, what was expected, what came back, the hint, the error), in English
+or in Chinese (`llmlab grade --language zh_CN`; the CSV and JSON reports stay English). Paths of
 the grading machine (the sandbox folder, Python's folders, the model cache, your home, the
 submissions and report folders) are replaced by a short label such as <python>, in the feedback and
 in the executed notebook REPORT/feedback/<student>.ipynb.
@@ -56,23 +57,78 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto
          ".error{color:#ef6c00}.not-attempted,.missing{color:#757575}")
 
 
-def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[str, str]]) -> str:
-    """The feedback page of one student (`rows`: that student's grade rows)."""
+# The page's own words, per language (llmlab.exercises.language.LANGUAGES); the checker's messages are
+# translated as check() translates them for a learner, and the grader's own messages with GRADER_ZH.
+PAGE = {
+    "en": {"lang": "en", "feedback": "feedback", "for": "Feedback for <b>{name}</b>: <b>{total} of {max} points</b>.",
+           "late": " The submission was marked late.", "exercise": "Exercise", "result": "Result",
+           "points": "Points", "says": "What the checker says",
+           "hidden": "The hidden cases that grading uses differ from the ones the notebook checks itself; the "
+                     "result above is the one that counts.",
+           "status": {}},
+    "zh_CN": {"lang": "zh-CN", "feedback": "反馈", "for": "<b>{name}</b> 的反馈：<b>得分 {total} / {max}</b>。",
+              "late": "这份提交被标记为迟交。", "exercise": "练习", "result": "结果", "points": "得分",
+              "says": "检查程序的说明",
+              "hidden": "评分所用的隐藏测试用例与笔记本自带的检查不同；以上结果才是最终成绩。",
+              "status": {"pass": "通过", "fail": "尚未通过", "not-attempted": "尚未作答", "error": "出错",
+                         "missing": "未提交"}},
+}
+# (English template, Chinese template) for the messages the grader writes itself (reports.py, grade.py),
+# in the form of llmlab.exercises.messages_zh's table.
+GRADER_ZH = [
+    ("no submission from this student", "该学生没有提交"),
+    ("the check cell for '{ex}' is missing from the submission (deleted or edited); no result",
+     "提交中缺少 '{ex}' 的检查单元格（被删除或改动）；没有结果"),
+    ("did not finish within {seconds} s (cell {cell} was still running)", "未能在 {seconds} 秒内运行完（单元格 {cell} 仍在运行）"),
+    ("the kernel died in cell {cell} ({why})", "内核在单元格 {cell} 中崩溃（{why}）"),
+    ("the notebook {detail}; the check in cell {cell} never ran", "这个笔记本{detail}；单元格 {cell} 中的检查没有运行"),
+    ("{detail}; the check in cell {cell} never ran", "{detail}；单元格 {cell} 中的检查没有运行"),
+    ("the check cell (cell {cell}) raised {error}", "检查单元格（单元格 {cell}）抛出了 {error}"),
+    ("the check in cell {cell} handed no function to the grader; the first error was in cell {first}: {error}",
+     "单元格 {cell} 中的检查没有把函数交给评分程序；第一个错误出现在单元格 {first}：{error}"),
+    ("the check in cell {cell} handed no function to the grader (was check() from llmlab.exercises replaced or "
+     "redefined?)", "单元格 {cell} 中的检查没有把函数交给评分程序（llmlab.exercises 的 check() 是否被替换或重新定义了？）"),
+    ("not graded: {why}", "未评分：{why}"),
+]
+
+
+def translate_message(message: str, language: str) -> str:
+    """A grade row's message in the feedback's language: the checker's words as check() translates them,
+    the grader's own with GRADER_ZH (identifiers, code, numbers and errors stay as they are)."""
+    if language == "en":
+        return message
+    from llmlab.exercises.messages_zh import _compile, _literal, translate
+
+    placeholder = re.compile(r"\{(\w+)\}")
+    for english, chinese in sorted(GRADER_ZH, key=lambda pair: -len(_literal(pair[0]))):
+        message = _compile(english).sub(lambda m: placeholder.sub(lambda p: m.group(p.group(1)), chinese), message)
+    return translate(message)
+
+
+def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[str, str]], language: str = "en") -> str:
+    """The feedback page of one student (`rows`: that student's grade rows), in `language` ("en" or
+    "zh_CN": the page's words and the messages; exercise ids and statuses' classes stay as they are)."""
+    if language not in PAGE:
+        raise ValueError(f"feedback pages can be written in {', '.join(map(repr, PAGE))}; got {language!r}.")
+    words = PAGE[language]
+
     def esc(text):
         return html.escape(scrub(text, paths))
 
-    lines = [f"<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>{esc(title)}: feedback</title>",
+    name = esc(entry["name"] or entry["student"])
+    lines = [f"<!doctype html><html lang=\"{words['lang']}\"><meta charset=\"utf-8\">"
+             f"<title>{esc(title)}: {words['feedback']}</title>",
              f"<style>{STYLE}</style>",
-             f"<h1>{esc(title)}</h1><p>Feedback for <b>{esc(entry['name'] or entry['student'])}</b>: "
-             f"<b>{entry['total']} of {entry['max']} points</b>."
-             + (" The submission was marked late." if entry.get("late") else "") + "</p>",
-             "<table><tr><th>Exercise</th><th>Result</th><th>Points</th><th>What the checker says</th></tr>"]
+             f"<h1>{esc(title)}</h1><p>" + words["for"].format(name=name, total=entry["total"], max=entry["max"])
+             + (words["late"] if entry.get("late") else "") + "</p>",
+             f"<table><tr><th>{words['exercise']}</th><th>{words['result']}</th><th>{words['points']}</th>"
+             f"<th>{words['says']}</th></tr>"]
     for r in rows:
+        shown = words["status"].get(r["status"], r["status"])
         lines.append(f"<tr><td><code>{esc(r['exercise'])}</code></td><td class=\"{esc(r['status'])}\">"
-                     f"{esc(r['status'])}</td><td>{r['points']} / {r['max_points']}</td>"
-                     f"<td><pre>{esc(r['message'])}</pre></td></tr>")
-    lines.append("</table><p>The hidden cases that grading uses differ from the ones the notebook checks "
-                 "itself; the result above is the one that counts.</p></html>")
+                     f"{esc(shown)}</td><td>{r['points']} / {r['max_points']}</td>"
+                     f"<td><pre>{esc(translate_message(r['message'], language))}</pre></td></tr>")
+    lines.append(f"</table><p>{words['hidden']}</p></html>")
     return "\n".join(lines) + "\n"
 
 

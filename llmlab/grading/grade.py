@@ -233,19 +233,26 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
           kernel: str = "python3", verbose: bool = True, call_limit: float = CALL_LIMIT,
           unsafe_no_sandbox: bool = False, jobs: int | None = None, roster=None,
           shard: tuple[int, int] | None = None, points: dict | None = None, title: str | None = None,
-          run_every_cell: bool = False, phases: list | None = None) -> list[dict]:
+          run_every_cell: bool = False, phases: list | None = None, language: str | None = None) -> list[dict]:
     """Grade every notebook under `submissions` against the instructor's exercises (`assignment`
     notebook or folder, and/or `expected` ids); write the reports and feedback files into the new
     folder out_dir; return the grade rows. See the module docstring for the steps. With an assignment,
     the cells no exercise needs are not run (needed.py) unless run_every_cell. `phases`, a list, receives
-    each submission's seconds of kernel start, cells and checks."""
+    each submission's seconds of kernel start, cells and checks. `language` ("en" or "zh_CN"; None:
+    LLMLAB_LANGUAGE, else English) is the language of the students' feedback pages."""
     from llmlab.grading.feedback import private_paths
     from llmlab.grading.outputs import prepare_out, write_reports
     from llmlab.grading.reports import summary_table, write_atomically
     from llmlab.grading.submissions import (collect, exercise_points, expected_exercises, in_shard, match_roster,
                                             newest_per_student, read_roster)
 
+    from llmlab.exercises.language import LANGUAGES, current_language
+
     require_instructor_tools()
+    if language is not None and language not in LANGUAGES:
+        raise ValueError(f"--language {language!r}: the feedback pages can be in {', '.join(LANGUAGES)} "
+                         "(e.g. --language zh_CN for Chinese).")
+    language = language or current_language()
     submissions, out_dir = Path(submissions), Path(out_dir)
     if not submissions.is_dir():
         raise FileNotFoundError(f"{submissions} is not a folder. Pass the folder that holds the submitted .ipynb files.")
@@ -293,7 +300,8 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     paths = private_paths([submissions.resolve(), out_dir.resolve()] + ([Path(assignment).resolve()] if assignment else []))
     rows, students = class_rows(done, absent, entries, unknown, superseded, ids, worth)
     run = {"title": title or default_title(assignment), "exercises": ids, "points": worth, "students": students,
-           "shard": list(shard) if shard else None, "started": started, "finished": time.time(), "jobs": jobs}
+           "shard": list(shard) if shard else None, "started": started, "finished": time.time(), "jobs": jobs,
+           "feedback_language": language}
     digests = write_reports(rows, out_dir, run)
     files = feedback_files(done, rows, run, paths)
     write_atomically(out_dir, files)
@@ -351,7 +359,8 @@ def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, 
         mine = [r for r in rows if r["student"] == sub.student]
         here = paths + ([(info["sandbox"], "<sandbox>")] if info else [])
         name = safe_name(sub.student)
-        files[f"feedback/{name}.html"] = feedback_html(book[sub.student], mine, run["title"], here).encode()
+        files[f"feedback/{name}.html"] = feedback_html(book[sub.student], mine, run["title"], here,
+                                                       run.get("feedback_language", "en")).encode()
         if sub.notebook is not None and info is not None:
             files[f"feedback/{name}.ipynb"] = nbformat.writes(scrub_notebook(sub.notebook, here)).encode()
     return files
