@@ -798,6 +798,11 @@
         this.recipe.weights.forEach(function (w) {
           var lo = Math.max(begin, w.offset), hi = Math.min(end, w.offset + w.rows * w.cols * 4);
           if (lo >= hi) return;
+          if (!files[w.file]) {
+            throw new Error("onnxruntime-web read the weight " + w.name + " a second time, after its blocks were given " +
+                            "back: it no longer reads each initializer once (its version is pinned in web/package.json; " +
+                            "see LazyWeights in llmlab-live.js).");
+          }
           var expanded = expandWeight(w, files, scratch);
           if (--lazy.left[w.file] === 0) { release(files[w.file]); files[w.file] = null; }   // every weight of it copied
           if (lo === begin && hi === end) { out = expanded.subarray(lo - w.offset, hi - w.offset); return; }  // the usual case
