@@ -150,3 +150,22 @@ def scrub_notebook(nb, paths: list[tuple[str, str]]):
                     if key in out:
                         out[key] = clean(out[key])
     return nb
+
+
+def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, bytes]:
+    """feedback/<student>.html for every graded student, and the executed notebook beside it."""
+    import nbformat
+
+    from llmlab.grading.reports import gradebook
+
+    files = {}
+    book = {entry["student"]: entry for entry in gradebook(run, rows)}
+    for sub, info in done:
+        mine = [r for r in rows if r["student"] == sub.student]
+        here = paths + ([(info["sandbox"], "<sandbox>")] if info else [])
+        name = safe_name(sub.student)
+        files[f"feedback/{name}.html"] = feedback_html(book[sub.student], mine, run["title"], here,
+                                                       run.get("feedback_language", "en")).encode()
+        if sub.notebook is not None and info is not None:
+            files[f"feedback/{name}.ipynb"] = nbformat.writes(scrub_notebook(sub.notebook, here)).encode()
+    return files

@@ -240,7 +240,7 @@ def grade(submissions, out_dir, timeout: float = 120, expected: list[str] | None
     the cells no exercise needs are not run (needed.py) unless run_every_cell. `phases`, a list, receives
     each submission's seconds of kernel start, cells and checks. `language` ("en" or "zh_CN"; None:
     LLMLAB_LANGUAGE, else English) is the language of the students' feedback pages."""
-    from llmlab.grading.feedback import private_paths
+    from llmlab.grading.feedback import feedback_files, private_paths
     from llmlab.grading.outputs import prepare_out, write_reports
     from llmlab.grading.reports import summary_table, write_atomically
     from llmlab.grading.submissions import (collect, exercise_points, expected_exercises, in_shard, match_roster,
@@ -344,26 +344,6 @@ def class_rows(done, absent, entries, unknown, superseded, ids, worth) -> tuple[
         rank = {s["student"]: i for i, s in enumerate(students)}
         rows.sort(key=lambda r: rank[r["student"]])
     return rows, students
-
-
-def feedback_files(done, rows: list[dict], run: dict, paths: list) -> dict[str, bytes]:
-    """feedback/<student>.html for every graded student, and the executed notebook beside it."""
-    import nbformat
-
-    from llmlab.grading.feedback import feedback_html, safe_name, scrub_notebook
-    from llmlab.grading.reports import gradebook
-
-    files = {}
-    book = {entry["student"]: entry for entry in gradebook(run, rows)}
-    for sub, info in done:
-        mine = [r for r in rows if r["student"] == sub.student]
-        here = paths + ([(info["sandbox"], "<sandbox>")] if info else [])
-        name = safe_name(sub.student)
-        files[f"feedback/{name}.html"] = feedback_html(book[sub.student], mine, run["title"], here,
-                                                       run.get("feedback_language", "en")).encode()
-        if sub.notebook is not None and info is not None:
-            files[f"feedback/{name}.ipynb"] = nbformat.writes(scrub_notebook(sub.notebook, here)).encode()
-    return files
 
 
 def _run_all(subs, ids, timeout, kernel, sandboxed, call_limit, jobs, salt, verbose, instructor=None) -> list:
