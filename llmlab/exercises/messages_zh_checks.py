@@ -1,5 +1,5 @@
 """Chinese patterns for the checks of generation, inspection, interpretability, positions, quantization,
-tokens, training and the tuned lens: the second half of the table in messages_zh.py, which explains the
+tokens, training and the tuned lens, and the messages `llmlab grade` writes itself: the second half of the table in messages_zh.py, which explains the
 format and applies both halves."""
 from __future__ import annotations
 
@@ -330,4 +330,18 @@ LATER_PAIRS: list[tuple[str, str]] = [
      '你拟合的是最终残差流本身，所以岭回归会把整个映射拉向 0。应拟合变化量 D = stream[-1] - x，并预测 x + x A + b：这样岭回归会把透镜拉向逻辑值透镜。'),
     ('you returned probabilities; return the logits (no softmax).',
      '你返回的是概率；应返回逻辑值（不做 softmax）。'),
+    # llmlab grade's own messages (grading/reports.py, grading/grade.py), on the feedback pages
+    ("no submission from this student", "该学生没有提交"),
+    ("the check cell for '{ex}' is missing from the submission (deleted or edited); no result",
+     "提交中缺少 '{ex}' 的检查单元格（被删除或改动）；没有结果"),
+    ("did not finish within {seconds} s (cell {cell} was still running)", "未能在 {seconds} 秒内运行完（单元格 {cell} 仍在运行）"),
+    ("the kernel died in cell {cell} ({why})", "内核在单元格 {cell} 中崩溃（{why}）"),
+    ("the notebook {detail}; the check in cell {cell} never ran", "这个笔记本{detail}；单元格 {cell} 中的检查没有运行"),
+    ("{detail}; the check in cell {cell} never ran", "{detail}；单元格 {cell} 中的检查没有运行"),
+    ("the check cell (cell {cell}) raised {error}", "检查单元格（单元格 {cell}）抛出了 {error}"),
+    ("the check in cell {cell} handed no function to the grader; the first error was in cell {first}: {error}",
+     "单元格 {cell} 中的检查没有把函数交给评分程序；第一个错误出现在单元格 {first}：{error}"),
+    ("the check in cell {cell} handed no function to the grader (was check() from llmlab.exercises replaced or "
+     "redefined?)", "单元格 {cell} 中的检查没有把函数交给评分程序（llmlab.exercises 的 check() 是否被替换或重新定义了？）"),
+    ("not graded: {why}", "未评分：{why}"),
 ]

@@ -57,8 +57,8 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto
          ".error{color:#ef6c00}.not-attempted,.missing{color:#757575}")
 
 
-# The page's own words, per language (llmlab.exercises.language.LANGUAGES); the checker's messages are
-# translated as check() translates them for a learner, and the grader's own messages with GRADER_ZH.
+# The page's own words, per language (llmlab.exercises.language.LANGUAGES). The messages, the checker's
+# and the grader's own, are translated by the table that check() uses for a learner (messages_zh).
 PAGE = {
     "en": {"lang": "en", "feedback": "feedback", "for": "Feedback for <b>{name}</b>: <b>{total} of {max} points</b>.",
            "late": " The submission was marked late.", "exercise": "Exercise", "result": "Result",
@@ -73,36 +73,6 @@ PAGE = {
               "status": {"pass": "通过", "fail": "尚未通过", "not-attempted": "尚未作答", "error": "出错",
                          "missing": "未提交"}},
 }
-# (English template, Chinese template) for the messages the grader writes itself (reports.py, grade.py),
-# in the form of llmlab.exercises.messages_zh's table.
-GRADER_ZH = [
-    ("no submission from this student", "该学生没有提交"),
-    ("the check cell for '{ex}' is missing from the submission (deleted or edited); no result",
-     "提交中缺少 '{ex}' 的检查单元格（被删除或改动）；没有结果"),
-    ("did not finish within {seconds} s (cell {cell} was still running)", "未能在 {seconds} 秒内运行完（单元格 {cell} 仍在运行）"),
-    ("the kernel died in cell {cell} ({why})", "内核在单元格 {cell} 中崩溃（{why}）"),
-    ("the notebook {detail}; the check in cell {cell} never ran", "这个笔记本{detail}；单元格 {cell} 中的检查没有运行"),
-    ("{detail}; the check in cell {cell} never ran", "{detail}；单元格 {cell} 中的检查没有运行"),
-    ("the check cell (cell {cell}) raised {error}", "检查单元格（单元格 {cell}）抛出了 {error}"),
-    ("the check in cell {cell} handed no function to the grader; the first error was in cell {first}: {error}",
-     "单元格 {cell} 中的检查没有把函数交给评分程序；第一个错误出现在单元格 {first}：{error}"),
-    ("the check in cell {cell} handed no function to the grader (was check() from llmlab.exercises replaced or "
-     "redefined?)", "单元格 {cell} 中的检查没有把函数交给评分程序（llmlab.exercises 的 check() 是否被替换或重新定义了？）"),
-    ("not graded: {why}", "未评分：{why}"),
-]
-
-
-def translate_message(message: str, language: str) -> str:
-    """A grade row's message in the feedback's language: the checker's words as check() translates them,
-    the grader's own with GRADER_ZH (identifiers, code, numbers and errors stay as they are)."""
-    if language == "en":
-        return message
-    from llmlab.exercises.messages_zh import _compile, _literal, translate
-
-    placeholder = re.compile(r"\{(\w+)\}")
-    for english, chinese in sorted(GRADER_ZH, key=lambda pair: -len(_literal(pair[0]))):
-        message = _compile(english).sub(lambda m: placeholder.sub(lambda p: m.group(p.group(1)), chinese), message)
-    return translate(message)
 
 
 def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[str, str]], language: str = "en") -> str:
@@ -111,6 +81,10 @@ def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[s
     if language not in PAGE:
         raise ValueError(f"feedback pages can be written in {', '.join(map(repr, PAGE))}; got {language!r}.")
     words = PAGE[language]
+    if language == "en":
+        message = str
+    else:
+        from llmlab.exercises.messages_zh import translate as message
 
     def esc(text):
         return html.escape(scrub(text, paths))
@@ -127,7 +101,7 @@ def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[s
         shown = words["status"].get(r["status"], r["status"])
         lines.append(f"<tr><td><code>{esc(r['exercise'])}</code></td><td class=\"{esc(r['status'])}\">"
                      f"{esc(shown)}</td><td>{r['points']} / {r['max_points']}</td>"
-                     f"<td><pre>{esc(translate_message(r['message'], language))}</pre></td></tr>")
+                     f"<td><pre>{esc(message(r['message']))}</pre></td></tr>")
     lines.append(f"</table><p>{words['hidden']}</p></html>")
     return "\n".join(lines) + "\n"
 
