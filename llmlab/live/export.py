@@ -139,10 +139,11 @@ def pick_column(g: Graph, parts: list, slices: list, ids: str) -> str:
     e.g. a token's embedding from the vocabulary's slices: each part gathers at the id's offset in its
     slice (clamped into it) and Where keeps the part that holds the id, so no number is touched."""
     per = slices[0][1]
-    which = g.op("Div", ids, g.const("slice_width", np.array(per, np.int64)))
-    local = g.op("Sub", ids, g.op("Mul", which, g.const("slice_width", np.array(per, np.int64))))
+    width = g.const("slice_width", np.array(per, np.int64))
+    which = g.op("Div", ids, width)
+    local = g.op("Sub", ids, g.op("Mul", which, width))
     out = None
-    for k, ((lo, n), part) in enumerate(zip(slices, parts)):
+    for k, ((_, n), part) in enumerate(zip(slices, parts)):
         at = local if n == per else g.op("Min", local, g.const("last_column", np.array(n - 1, np.int64)))
         column = g.op("Gather", part, at, axis=-1)
         out = column if out is None else g.op("Where", g.op("Equal", which, g.const("slice", np.array(k, np.int64))),
