@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -92,6 +93,35 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def cpu_kernels(torch) -> str:
+    """The instruction set torch's own CPU kernels use, and any variable that chose it."""
+    chosen = [f"{name}={os.environ[name]}" for name in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")
+              if os.environ.get(name)]
+    return (f"{torch.backends.cpu.get_cpu_capability()} (torch.backends.cpu.get_cpu_capability()"
+            + (f"; set by {', '.join(chosen)}" if chosen else "; the CPU's best") + ")")
+
+
+def blas_library(torch) -> str:
+    """The matrix-multiply library torch was built with (MKL's version when it is MKL)."""
+    config = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([\d.]+)", config)
+    if mkl:
+        return f"Intel MKL {mkl.group(1)} (it picks its kernels by CPU vendor and instruction set)"
+    match = re.search(r"BLAS_INFO=(\w+)", config)
+    return match.group(1) if match else "not reported"
+
+
+def execution_plan() -> str:
+    """How scripts/execute_book.py ran the notebooks (it writes _build/execution.json), or that it did not."""
+    record = Path(__file__).resolve().parent.parent / "_build" / "execution.json"
+    try:
+        plan = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return "by jupyter-book itself, one at a time"
+    return (f"{plan['jobs']} at a time with {plan['threads_shared']} torch thread(s) each; the pages that time "
+            f"themselves alone with {plan['threads_alone']} ({plan['seconds']:.0f} s in all)")
+
+
 def environment_rows() -> list[tuple[str, str]]:
     """(what, value) rows describing the machine and software this build ran on."""
     from importlib.metadata import PackageNotFoundError, version
@@ -115,6 +145,9 @@ def environment_rows() -> list[tuple[str, str]]:
 
         rows.append(("torch threads", f"{torch.get_num_threads()} (OMP_WAIT_POLICY="
                                       f"{os.environ.get('OMP_WAIT_POLICY', 'unset')})"))
+        rows.append(("CPU kernels", cpu_kernels(torch)))
+        rows.append(("BLAS", blas_library(torch)))
+        rows.append(("pages executed", execution_plan()))
         rows.append(("GPU", torch.cuda.get_device_name(0) if torch.cuda.is_available() else
                      "none: every chapter ran on the CPU"))
     except ImportError:

@@ -19,6 +19,7 @@ what they measure is the machine and not the page running beside them. The cache
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -166,8 +167,13 @@ def main(argv=None) -> int:
         for n in todo(alone):
             store(*pool.submit(_execute, n, None).result(), alone=True)
 
-    print(f"{len(names) - len(failed)} of {len(names)} pages executed or cached in "
-          f"{time.perf_counter() - start:.0f} s ({args.jobs} at a time)")
+    seconds = time.perf_counter() - start
+    print(f"{len(names) - len(failed)} of {len(names)} pages executed or cached in {seconds:.0f} s "
+          f"({args.jobs} at a time)")
+    if not args.only:     # the build report says how the pages ran (_ext/llmlab_site.py reads this)
+        plan = {"jobs": args.jobs, "threads_shared": threads if args.jobs > 1 else os.cpu_count(),
+                "threads_alone": os.cpu_count(), "seconds": seconds}
+        (ROOT / "_build" / "execution.json").write_text(json.dumps(plan))
     if failed:
         print("These pages failed (their tracebacks are above): " + ", ".join(failed), file=sys.stderr)
         return 1
