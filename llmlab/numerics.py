@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 import torch
@@ -134,6 +135,7 @@ def assert_same_up_to_rounding(actual, expected, *, depth: int, scale: float | N
         return 0.0
     diff = (a64 - e64).abs().masked_fill(bad_a, 0.0)
     largest = float(diff.max())
+    _log(depth, largest, tol)
     if largest > tol:
         flat = int(diff.argmax())
         index = tuple(int(i) for i in np.unravel_index(flat, tuple(a.shape))) if a.dim() else ()
@@ -146,6 +148,19 @@ def assert_same_up_to_rounding(actual, expected, *, depth: int, scale: float | N
             f"(= {slack:g} x sqrt({depth}) x eps {eps:.3g} x scale {used_scale:.3g}). A difference this large "
             f"is not rounding: the two computations compute different things.")
     return largest
+
+
+def _log(depth: int, largest: float, tol: float) -> None:
+    """With LLMLAB_ROUNDING_LOG=FILE, append each comparison's numbers to FILE (how the slack was measured)."""
+    path = os.environ.get("LLMLAB_ROUNDING_LOG")
+    if path:
+        import json
+        import sys
+
+        caller = sys._getframe(2)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"where": f"{caller.f_code.co_filename}:{caller.f_lineno}", "depth": depth, "largest": largest,
+                                "tolerance": tol, "used": largest / tol if tol else 0.0}) + "\n")
 
 
 def assert_same_bits(actual, expected, *, what: str = "the two results") -> None:
