@@ -17,11 +17,12 @@ from llmlab.kvcache import kv_cache_bytes
 from llmlab.loading import load
 from llmlab.model import Transformer
 from llmlab.notebook import show_source
+from llmlab.registry import gguf_path
 from llmlab.numerics import assert_same_bits, assert_same_up_to_rounding, forward_depth
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelConfig", "Transformer", "load", "from_hf", "convert_hf_checkpoint", "generate", "prefill",
+__all__ = ["ModelConfig", "Transformer", "load", "gguf_path", "from_hf", "convert_hf_checkpoint", "generate", "prefill",
            "decode_step", "beam_search", "kv_cache_bytes", "as_ids", "get_device", "get_dtype", "available_devices",
            "synchronize", "timed", "memory_bandwidth", "show_source", "assert_same_up_to_rounding", "assert_same_bits",
            "forward_depth"]

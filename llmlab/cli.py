@@ -109,10 +109,12 @@ def _cache_command(clean: bool, dry_run: bool) -> None:
     def mib(n):
         return f"{n / 2**20:,.0f} MiB"
 
-    entries = cache_entries()
-    print(f"llmlab cache: {cache_root()} ({len(entries)} entries, {mib(sum(e.bytes for e in entries))})")
-    for entry in entries:
-        print(f"  {entry.folder.name:<36} {mib(entry.bytes):>10}  {entry.status}")
+    root, entries = cache_root(), cache_entries()
+    print(f"llmlab cache: {root} ({len(entries)} entries, {mib(sum(e.bytes for e in entries))})")
+    names = [entry.folder.relative_to(root).as_posix() for entry in entries]
+    width = max(map(len, names), default=0)
+    for name, entry in zip(names, entries):
+        print(f"  {name:<{width}}  {mib(entry.bytes):>10}  {entry.status}")
     if clean:
         removed = clean_cache(dry_run=dry_run)
         verb = "would delete" if dry_run else "deleted"

@@ -1,7 +1,7 @@
 """The on-disk conversion cache (not the KV cache of llmlab.kvcache): a GGUF file is dequantised once,
 and later loads read the result.
 
-One entry per model file, under ``$LLMLAB_CACHE`` (default ``~/.cache/llmlab``)::
+One entry per model, under ``$LLMLAB_CACHE`` (default ``~/.cache/llmlab``)::
 
     smollm2-135m-3f9c2a61d0/
         config.json          llmlab's ModelConfig
@@ -9,9 +9,11 @@ One entry per model file, under ``$LLMLAB_CACHE`` (default ``~/.cache/llmlab``):
         tokenizer/           whatever the tokenizer's save() writes
         manifest.json        format version + sha256 of every file above (written last)
         used_by.txt          other copies of the same GGUF file that loaded this entry
+    gguf/                    model files assembled from a package's parts (Gemma's)
 
-The folder's suffix hashes the GGUF file's size and samples of its content, not its path, so a
-second virtual environment or clone with the same model package reuses the entry. A read checks
+The folder's suffix hashes the GGUF file's size and samples of its content, not its path or name:
+a load by name, by path, or from a second virtual environment finds the entry that has that suffix,
+whatever its name (the name only says which model it is). A read checks
 every checksum before trusting the files; anything missing, truncated or corrupt raises
 ``CacheInvalid`` and the caller converts again. Files are readable by whoever the umask allows
 (0644 or 0640 usually), so a cache can be shared. A folder that cannot be written to is not an
@@ -37,6 +39,7 @@ CACHE_FORMAT_VERSION = 1
 SAMPLE_BYTES = 1 << 20      # source_identity hashes the first and last MiB ...
 SAMPLE_BLOCKS = 32          # ... and this many blocks of 64 KiB spread evenly between them
 USED_BY = "used_by.txt"     # other paths of the same source file that loaded an entry, one per line
+MODEL_FILES = "gguf"        # the folder of the cache that holds model files assembled from parts
 
 
 class CacheInvalid(Exception):
@@ -75,9 +78,31 @@ def source_identity(path: Path) -> str:
 
 
 def entry_folder(path: Path, name: str | None = None) -> Path:
-    """The cache folder of a source file: ``<name or file stem>-<source_identity>``."""
+    """The cache folder of a source file: the entry with its content's identity, whatever name or
+    path made it; else a new one, ``<name or file stem>-<source_identity>``."""
+    identity = source_identity(path)
+    same = same_model(cache_root(), identity)
+    if same:
+        return same[0]
     name = name or re.sub(r"[^\w.-]+", "-", path.stem.lower())
-    return cache_root() / f"{name}-{source_identity(path)}"
+    return cache_root() / f"{name}-{identity}"
+
+
+def same_model(root: Path, identity: str) -> list[Path]:
+    """The entries of one source file's content, the one loads use first.
+
+    Earlier versions of llmlab named an entry after the name or the path that loaded it, so one
+    model could be converted twice; loads use the complete entry with the shortest name (the
+    registry's name, when the model was ever loaded by name) and ``clean_cache`` deletes the others.
+    """
+    folders = [p for p in root.glob(f"*-{identity}") if p.is_dir() and not p.name.startswith(".")
+               and _ENTRY_NAME.fullmatch(p.name)] if root.is_dir() else []
+    return sorted(folders, key=lambda p: (not (p / "manifest.json").is_file(), len(p.name), p.name))
+
+
+def model_files_folder() -> Path:
+    """Where model files assembled from a package's parts are kept: ``$LLMLAB_CACHE/gguf``."""
+    return cache_root() / MODEL_FILES
 
 
 # --------------------------------------------------------------------------- write
@@ -255,7 +280,7 @@ def _entry_sources(folder: Path) -> list[str]:
 
 @dataclass
 class CacheEntry:
-    folder: Path
+    folder: Path         # the entry's folder; for a model file in gguf/, the file
     bytes: int
     sources: list        # the model files that were converted into, or loaded, this entry
     status: str          # "in use" | "stale: ..." (safe to delete: it would never be loaded again)
@@ -267,6 +292,8 @@ class CacheEntry:
 
 _ENTRY_NAME = re.compile(r"[\w.-]+-[0-9a-f]{10}")                       # entry_folder's names
 _TEMP_NAME = re.compile(r"\.[\w.-]+-[0-9a-f]{10}\.(tmp|old)-[\w-]+")     # write_cache's temporary folders
+_TEMP_FILE = re.compile(r"\.[\w.-]+\.gguf\.tmp-[\w-]+")                   # a model file being assembled
+SECOND_CONVERSION = "stale: a second conversion of the model in"
 _ENTRY_FILES = ("manifest.json", "config.json", "model.safetensors", "tokenizer")
 
 
@@ -278,37 +305,62 @@ def cache_entries(root: Path | None = None) -> list[CacheEntry]:
     """Every entry under the cache root, with its size and whether a load could still use it.
 
     An entry is stale when none of its source files exists any more with the same content (the
-    virtual environment or clone it came from was deleted, the package was upgraded), when its
-    manifest is missing (a conversion that died), or when it is a leftover temporary folder.
+    virtual environment or clone it came from was deleted, the package was upgraded), when a load
+    uses another entry of the same content (``same_model``), when its manifest is missing (a
+    conversion that died), or when it is a leftover temporary folder or file. The model files in
+    ``gguf/`` are listed as in use: a load of their model reads them.
     """
     root = cache_root() if root is None else Path(root)
-    entries = []
+    entries, complete = [], {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
         # Only folders that write_cache names and fills are looked at: $LLMLAB_CACHE may point
         # somewhere that holds other things too, and those are never listed or deleted.
         if _TEMP_NAME.fullmatch(folder.name):
-            if time.time() - folder.stat().st_mtime > 3600:   # a younger one may still be being written
+            if _old(folder):   # a younger one may still be being written
                 entries.append(CacheEntry(folder, _folder_bytes(folder), [], "stale: leftover temporary folder"))
             continue
         if not _ENTRY_NAME.fullmatch(folder.name) or not any((folder / f).exists() for f in _ENTRY_FILES):
             continue
-        sources = _entry_sources(folder)
-        if not (folder / "manifest.json").is_file():
-            status = "stale: no manifest (an unfinished conversion)"
+        if (folder / "manifest.json").is_file():
+            complete.setdefault(folder.name[-10:], []).append(folder)
         else:
-            status = "stale: its source files are gone or changed"
-            for source in map(Path, sources):
-                if source.is_file() and folder.name.endswith("-" + source_identity(source)):
-                    status = "in use"
-                    break
-        entries.append(CacheEntry(folder, _folder_bytes(folder), sources, status))
+            entries.append(CacheEntry(folder, _folder_bytes(folder), _entry_sources(folder),
+                                      "stale: no manifest (an unfinished conversion)"))
+    for identity in complete:
+        kept, *copies = same_model(root, identity)
+        sources = list(dict.fromkeys(s for folder in (kept, *copies) for s in _entry_sources(folder)))
+        used = any(Path(s).is_file() and source_identity(Path(s)) == identity for s in sources)
+        entries.append(CacheEntry(kept, _folder_bytes(kept), sources,
+                                  "in use" if used else "stale: its source files are gone or changed"))
+        entries += [CacheEntry(copy, _folder_bytes(copy), _entry_sources(copy),
+                               f"{SECOND_CONVERSION} {kept.name}") for copy in copies]
+    entries.sort(key=lambda entry: entry.folder)
+    for file in sorted((root / MODEL_FILES).iterdir()) if (root / MODEL_FILES).is_dir() else []:
+        if file.is_file() and file.suffix == ".gguf":
+            entries.append(CacheEntry(file, file.stat().st_size, [], "in use"))
+        elif file.is_file() and _TEMP_FILE.fullmatch(file.name) and _old(file):
+            entries.append(CacheEntry(file, file.stat().st_size, [], "stale: leftover temporary file"))
     return entries
 
 
+def _old(path: Path) -> bool:
+    return time.time() - path.stat().st_mtime > 3600
+
+
 def clean_cache(root: Path | None = None, dry_run: bool = False) -> list[CacheEntry]:
-    """Delete the stale entries of cache_entries() (never one in use); return what was (or would be) deleted."""
+    """Delete the stale entries of cache_entries() (never one in use); return what was (or would be) deleted.
+
+    The sources of a second conversion are noted in the kept entry first, so it stays in use while they exist.
+    """
     stale = [entry for entry in cache_entries(root) if entry.stale]
     if not dry_run:
         for entry in stale:
-            shutil.rmtree(entry.folder, ignore_errors=True)
+            if entry.status.startswith(SECOND_CONVERSION):
+                kept = same_model(entry.folder.parent, entry.folder.name[-10:])[0]
+                for source in entry.sources:
+                    remember_source(kept, Path(source))
+            if entry.folder.is_dir():
+                shutil.rmtree(entry.folder, ignore_errors=True)
+            else:
+                entry.folder.unlink(missing_ok=True)
     return stale

