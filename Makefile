@@ -46,10 +46,16 @@ fonts:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; \
 	  else echo "warning: no CJK font: the Chinese drawings of the diagrams will refuse to draw (sudo apt-get install fonts-noto-cjk)" >&2; fi; }
 
-# Diagrams: every script in figures/ writes its SVG into figures/generated/.
-figures: env
+# Diagrams: every script in figures/ writes its SVGs and PNGs (English and Chinese) into figures/generated/.
+# A script runs again only when it (or figures/_svg.py, or the installed packages) changed since it last drew.
+FIGURE_STAMPS := $(patsubst figures/%.py,figures/generated/.%.drawn,$(wildcard figures/ch*.py))
+figures: $(FIGURE_STAMPS)
+
+figures/generated/.%.drawn: figures/%.py figures/_svg.py $(STAMP)
 	@mkdir -p figures/generated
-	@for script in figures/ch*.py; do [ -e "$$script" ] || continue; echo "figure: $$script"; $(PY) "$$script" || exit 1; done
+	@echo "figure: $<"
+	@$(PY) $<
+	@touch $@
 
 # The glossary page, from the per-chapter term lists in glossary/.
 glossary: env

@@ -256,7 +256,25 @@ def copy_views_chinese(app, exception):
         f.write(read_asset("zh.js"))
 
 
+class _SeenTerms(set):
+    """The Latin words the Chinese search has split so far, as a set: `extend` is how Sphinx adds to it."""
+
+    def extend(self, terms) -> None:
+        self.update(terms)
+
+
+def fast_chinese_search() -> None:
+    """Sphinx's Chinese search (sphinx.search.zh, 7.x) keeps every Latin word of the site in one list and
+    asks `word in list` for each word it stems: time grows with the square of the site's length (95 % of
+    the Chinese build, 60 s of it). A set answers the same question at once; the index is the same."""
+    from sphinx.search import zh
+
+    if isinstance(getattr(zh.SearchChinese, "latin_terms", None), list):
+        zh.SearchChinese.latin_terms = _SeenTerms(zh.SearchChinese.latin_terms)
+
+
 def setup(app):
+    fast_chinese_search()
     app.connect("builder-inited", add_views_chinese)
     app.connect("build-finished", copy_views_chinese)
     from myst_nb import sphinx_

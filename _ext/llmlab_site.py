@@ -118,8 +118,10 @@ def execution_plan() -> str:
         plan = json.loads(record.read_text())
     except (OSError, ValueError):
         return "by jupyter-book itself, one at a time"
+    kept = ("; pages whose code had not changed since an earlier run were taken from it" if plan.get("kept")
+            else "")
     return (f"{plan['jobs']} at a time with {plan['threads_shared']} torch thread(s) each; the pages that time "
-            f"themselves alone with {plan['threads_alone']} ({plan['seconds']:.0f} s in all)")
+            f"themselves alone with {plan['threads_alone']} ({plan['seconds']:.0f} s in all{kept})")
 
 
 def environment_rows() -> list[tuple[str, str]]:

@@ -172,7 +172,7 @@ def main(argv=None) -> int:
           f"({args.jobs} at a time)")
     if not args.only:     # the build report says how the pages ran (_ext/llmlab_site.py reads this)
         plan = {"jobs": args.jobs, "threads_shared": threads if args.jobs > 1 else os.cpu_count(),
-                "threads_alone": os.cpu_count(), "seconds": seconds}
+                "threads_alone": os.cpu_count(), "seconds": seconds, "kept": args.keep}
         (ROOT / "_build" / "execution.json").write_text(json.dumps(plan))
     if failed:
         print("These pages failed (their tracebacks are above): " + ", ".join(failed), file=sys.stderr)
