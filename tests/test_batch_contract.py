@@ -2,14 +2,17 @@
 inspection function the same per-prompt results as one prompt at a time.
 
 Tiny random models of three architectures (RoPE, learned positions, Gemma 3's sliding layers and
-soft-caps); the prompts have 3, 9 and 14 tokens, so two rows are padded. Float rounding differs a
-little between a padded batch and a single row (other matrix shapes), hence the 1e-5 tolerance.
+soft-caps); the prompts have 3, 9 and 14 tokens, so two rows are padded. A padded batch and a single
+row run the same mathematics through other matrix shapes, so the kernels add in another order: those
+comparisons are equal up to float32 rounding over the sums on the way there (`depth`, see
+llmlab.numerics), not bit for bit. Functions that run each prompt of a batch alone (causal tracing,
+attribution) are compared bit for bit.
 """
 import pytest
 import torch
 
 import llmlab
-from llmlab import ModelConfig, Transformer
+from llmlab import ModelConfig, Transformer, assert_same_bits, assert_same_up_to_rounding, forward_depth
 from llmlab.inspection import (
     ablate, capture, causal_trace, direct_logit_attribution, hook_name, hooks, layer_similarity, logit_diff,
     logit_lens, mean_resid, neuron_activations, patch, patchscope, position_similarity, prompt_similarity,
@@ -22,7 +25,25 @@ from fakes import CharTokenizer
 TOK = CharTokenizer()
 TEXTS = ["the cat", "a dog ran far", "where is the red house"]
 PRESETS = ["tiny-llama", "tiny-gpt2", "tiny-gemma3"]
-CLOSE = dict(atol=1e-5, rtol=1e-5)
+LONGEST = max(len(TOK.encode(t)) for t in TEXTS)  # 14 tokens: the most values a weighted sum of values adds
+
+
+def depth(model, block=None):
+    """The terms summed on the way to the logits, or to the output of block `block` (an upper bound for
+    a hook inside that block)."""
+    if block is None:
+        return forward_depth(model.config, LONGEST)
+    return forward_depth(model.config, LONGEST, n_layers=block + 1, head=False)
+
+
+def head_depth(model):
+    """The final norm (a mean over d_model) and the LM head (d_model products): what runs on other shapes
+    when only some positions' logits are kept; the blocks before run on the same shapes."""
+    return 2 * model.config.d_model
+
+
+def block_of(name):
+    return int(name.split(".")[1])
 
 
 def tiny(preset, device="cpu"):
@@ -53,18 +74,19 @@ def test_capture_and_forward_of_a_batch_match_each_prompt_alone(model):
     assert [ends.real_positions(row) for row in range(3)] == [[1], [1], [0, 1]]
     # with positions the logits are kept there too; [-1] runs the LM head on the last position only
     assert last_logits.shape == (3, 1, model.config.vocab_size) and ends_logits.shape == (3, 2, model.config.vocab_size)
-    torch.testing.assert_close(ends_logits[:, -1], logits[:, -1], **CLOSE)
+    assert_same_up_to_rounding(ends_logits[:, -1], logits[:, -1], depth=head_depth(model))
     _, head = capture(model, TOK, TEXTS, names=["hook_logits", "hook_final_norm"], positions=[-1])
-    torch.testing.assert_close(head["hook_logits"][:, 0], logits[:, -1], **CLOSE)
+    assert_same_up_to_rounding(head["hook_logits"][:, 0], logits[:, -1], depth=head_depth(model))
     for row, text in enumerate(TEXTS):
         alone_logits, alone = capture(model, TOK, text, names=names)
         real = cache.real_positions(row)
         assert len(real) == alone_logits.shape[1] and cache.tokens[row] == alone.tokens
-        torch.testing.assert_close(logits[row, real], alone_logits[0], **CLOSE)
-        torch.testing.assert_close(last_logits[row, -1], alone_logits[0, -1], **CLOSE)   # -1: last real token
+        assert_same_up_to_rounding(logits[row, real], alone_logits[0], depth=depth(model))
+        # -1: last real token
+        assert_same_up_to_rounding(last_logits[row, -1], alone_logits[0, -1], depth=depth(model))
         for name in names:
-            torch.testing.assert_close(cache[name][row, real], alone[name][0], **CLOSE)
-            torch.testing.assert_close(last[name][row, -1], alone[name][0, -1], **CLOSE)
+            assert_same_up_to_rounding(cache[name][row, real], alone[name][0], depth=depth(model, block_of(name)))
+            assert_same_up_to_rounding(last[name][row, -1], alone[name][0, -1], depth=depth(model, block_of(name)))
 
 
 def test_patterns_of_a_batch_match_each_prompt_alone(model):
@@ -73,7 +95,7 @@ def test_patterns_of_a_batch_match_each_prompt_alone(model):
     for row, text in enumerate(TEXTS):
         _, alone = capture(model, TOK, text, names=[name])
         real = cache.real_positions(row)
-        torch.testing.assert_close(cache[name][row][:, real][:, :, real], alone[name][0], **CLOSE)
+        assert_same_up_to_rounding(cache[name][row][:, real][:, :, real], alone[name][0], depth=depth(model, 1))
 
 
 def test_hooks_with_a_padded_forward_write_each_row_as_alone(model):
@@ -82,7 +104,7 @@ def test_hooks_with_a_padded_forward_write_each_row_as_alone(model):
     with torch.no_grad(), hooks(model, {hook_name(0, "resid_post"): lambda h: h + shift}):
         batch = model(ids, attention_mask=mask)[:, -1]
         alone = [model(llmlab.as_ids(model, TOK, t))[0, -1] for t in TEXTS]
-    torch.testing.assert_close(batch, torch.stack(alone), **CLOSE)
+    assert_same_up_to_rounding(batch, torch.stack(alone), depth=depth(model))
 
 
 def test_logit_lens_of_a_batch_is_one_lens_per_prompt(model):
@@ -91,8 +113,9 @@ def test_logit_lens_of_a_batch_is_one_lens_per_prompt(model):
     for lens, text in zip(lenses, TEXTS):
         alone = logit_lens(model, TOK, text, k=3, target="e")
         assert lens.tokens == alone.tokens and lens.positions == alone.positions
-        torch.testing.assert_close(lens.top_probs, alone.top_probs, **CLOSE)
-        torch.testing.assert_close(lens.target_prob, alone.target_prob, **CLOSE)
+        # probabilities: the logits' rounding, then a softmax that sums vocab_size exponentials
+        assert_same_up_to_rounding(lens.top_probs, alone.top_probs, depth=depth(model) + model.config.vocab_size)
+        assert_same_up_to_rounding(lens.target_prob, alone.target_prob, depth=depth(model) + model.config.vocab_size)
     # one position per prompt, counted within each prompt
     last = logit_lens(model, TOK, TEXTS, k=3, positions=[-1])
     assert [lens.tokens for lens in last] == [[text[-1]] for text in TEXTS]
@@ -104,9 +127,10 @@ def test_ablate_and_patch_of_a_batch_match_each_prompt_alone(model):
     ablated = ablate(model, TOK, TEXTS, layer=0, sublayer="attn", head=1, positions=[-1])
     patched = patch(model, TOK, TEXTS, name, value, positions=[-2])
     for row, text in enumerate(TEXTS):
-        torch.testing.assert_close(ablated[row, -1], ablate(model, TOK, text, 0, "attn", head=1, positions=[-1])[0, -1],
-                                   **CLOSE)
-        torch.testing.assert_close(patched[row, -1], patch(model, TOK, text, name, value, positions=[-2])[0, -1], **CLOSE)
+        assert_same_up_to_rounding(ablated[row, -1], ablate(model, TOK, text, 0, "attn", head=1, positions=[-1])[0, -1],
+                                   depth=depth(model))
+        assert_same_up_to_rounding(patched[row, -1], patch(model, TOK, text, name, value, positions=[-2])[0, -1],
+                                   depth=depth(model))
 
 
 def test_causal_trace_and_attribution_give_one_result_per_prompt(model):
@@ -116,12 +140,19 @@ def test_causal_trace_and_attribution_give_one_result_per_prompt(model):
         shares = direct_logit_attribution(model, TOK, TEXTS, target=5, minus=9)
     for row, text in enumerate(TEXTS):
         alone = causal_trace(model, TOK, text, metric, noise_positions=[0], positions=[-1, -2])
-        torch.testing.assert_close(traces[row].effect, alone.effect, **CLOSE)
+        # bit for bit: causal_trace and direct_logit_attribution run each prompt of a batch alone, without
+        # its padding (llmlab.checks.prompt_rows), with the same seed: the very computation of `alone`
+        assert_same_bits(traces[row].effect, alone.effect)
         assert traces[row].tokens == alone.tokens
         if model.config.block != "post":
             one = direct_logit_attribution(model, TOK, text, target=5, minus=9)
-            torch.testing.assert_close(shares[row].contributions, one.contributions, **CLOSE)
-            assert abs(shares[row].contributions.sum() + shares[row].bias - shares[row].logit) < 1e-3
+            assert_same_bits(shares[row].contributions, one.contributions)  # bit for bit, as above
+            share = shares[row]
+            # the parts add up to the logit: the forward summed the 2L+1 parts into h in float32, then the
+            # final norm and the head each summed d_model terms; the parts' shares are the terms' sizes
+            assert_same_up_to_rounding(share.contributions.sum() + share.bias, share.logit,
+                                       depth=2 * model.config.d_model + len(share.contributions),
+                                       scale=float(share.contributions.abs().sum()) + abs(share.bias))
 
 
 def test_neurons_similarity_steering_and_patchscope_of_a_batch(model):
@@ -129,7 +160,7 @@ def test_neurons_similarity_steering_and_patchscope_of_a_batch(model):
     for (tokens, acts), text in zip(pairs, TEXTS):
         alone_tokens, alone_acts = neuron_activations(model, TOK, text, layer=1, neuron=3)
         assert tokens == alone_tokens
-        torch.testing.assert_close(acts, alone_acts, **CLOSE)
+        assert_same_up_to_rounding(acts, alone_acts, depth=depth(model, 1))
     top = top_activating_tokens(model, TOK, TEXTS, layer=1, neuron=3, k=4)
     everything = sorted((v for _, acts in pairs for v in acts.tolist()), reverse=True)
     assert [round(v, 4) for v, _, _ in top] == [round(v, 4) for v in everything[:4]]
@@ -137,15 +168,22 @@ def test_neurons_similarity_steering_and_patchscope_of_a_batch(model):
     _, cache = capture(model, TOK, TEXTS)
     for row, text in enumerate(TEXTS):
         _, alone = capture(model, TOK, text)
-        torch.testing.assert_close(position_similarity(cache, -1, batch=row), position_similarity(alone, -1), **CLOSE)
-        torch.testing.assert_close(layer_similarity(cache, -1, batch=row), layer_similarity(alone, -1), **CLOSE)
+        # cosines of residual vectors: the residuals' rounding, then dot products and norms of d_model terms
+        similarity_depth = depth(model) + model.config.d_model
+        assert_same_up_to_rounding(position_similarity(cache, -1, batch=row), position_similarity(alone, -1),
+                                   depth=similarity_depth)
+        assert_same_up_to_rounding(layer_similarity(cache, -1, batch=row), layer_similarity(alone, -1),
+                                   depth=similarity_depth)
     lasts = torch.stack([capture(model, TOK, t, names=[hook_name(1, "resid_post")])[1].resid(1)[0, -1] for t in TEXTS])
     expected = torch.nn.functional.cosine_similarity(lasts[:, None], lasts[None], dim=-1)
-    torch.testing.assert_close(prompt_similarity(model, TOK, TEXTS, layer=1), expected, atol=1e-4, rtol=1e-4)
+    assert_same_up_to_rounding(prompt_similarity(model, TOK, TEXTS, layer=1), expected,
+                               depth=depth(model, 1) + model.config.d_model)
 
-    torch.testing.assert_close(mean_resid(model, TOK, TEXTS, layer=1), lasts.mean(0), **CLOSE)
+    # means: the residuals' rounding, then a sum of 3 prompts (and of up to 14 positions each)
+    assert_same_up_to_rounding(mean_resid(model, TOK, TEXTS, layer=1), lasts.mean(0), depth=depth(model, 1) + 3)
     means = torch.stack([capture(model, TOK, t)[1].resid(1)[0].mean(0) for t in TEXTS]).mean(0)
-    torch.testing.assert_close(mean_resid(model, TOK, TEXTS, layer=1, position="mean"), means, **CLOSE)
+    assert_same_up_to_rounding(mean_resid(model, TOK, TEXTS, layer=1, position="mean"), means,
+                               depth=depth(model, 1) + LONGEST + 3)
     vector = steering_vector(model, TOK, TEXTS[:2], TEXTS[2:], layer=0)
     steered = generate_steered(model, TOK, TEXTS, vector, layer=0, scale=2.0, max_new_tokens=4)
     assert steered == [generate_steered(model, TOK, t, vector, layer=0, scale=2.0, max_new_tokens=4) for t in TEXTS]
@@ -171,7 +209,7 @@ def test_padded_ids_with_their_mask_equal_a_list_of_texts(model):
     # the control: the same padded ids without their mask read the padding as text
     with torch.no_grad():
         unmasked, masked = model(ids)[0, -1], model(ids, attention_mask=mask)[0, -1]
-    assert (unmasked - masked).abs().max() > 1e-3
+    assert (unmasked - masked).abs().max() > 1e-3  # a real difference, far beyond rounding
 
 
 # ------------------------------------------------------------------ the tokenizer side
@@ -271,6 +309,9 @@ def test_the_final_norm_frozen_at_h_is_the_norm():
         h = torch.randn(4, model.config.d_model)
         scale, linear = model.final_norm.linear_at(h)
         bias = 0.0 if getattr(model.final_norm, "bias", None) is None else model.final_norm.bias
-        torch.testing.assert_close(linear(h) + bias, model.final_norm(h), atol=1e-5, rtol=1e-5)
-        parts = torch.randn(3, 4, model.config.d_model)
-        torch.testing.assert_close(linear(parts).sum(0), linear(parts.sum(0)), atol=1e-5, rtol=1e-5)  # linear
+        d = model.config.d_model
+        # the formula against torch's fused norm: a mean and (LayerNorm) a variance of d values each
+        assert_same_up_to_rounding(linear(h) + bias, model.final_norm(h), depth=2 * d)
+        parts = torch.randn(3, 4, d)
+        # linear: the same sum of 3 parts before or after (LayerNorm also takes a mean over d inside)
+        assert_same_up_to_rounding(linear(parts).sum(0), linear(parts.sum(0)), depth=d + 3)

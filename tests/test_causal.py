@@ -8,12 +8,14 @@ share of a logit from the weights, and the shares adding up to the logit.
 import pytest
 import torch
 
+from llmlab import assert_same_bits, assert_same_up_to_rounding, forward_depth
 from llmlab.config import ModelConfig
 from llmlab.devices import available_devices
 from llmlab.inspection import capture, hooks, patch
 from llmlab.inspection import causal_trace, direct_logit_attribution, logit_diff
 from llmlab.inspection import control_labels, probe_accuracy, probe_with_control, train_probe
 from llmlab.model import Transformer
+from llmlab.numerics import largest_difference, rounding_tolerance
 
 DEVICES = available_devices()
 PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
@@ -34,8 +36,15 @@ def ids_for(model, T=7, seed=1):
 
 
 def prob(model, ids, answer, fns=None):
+    """p(answer) at the last position, a 0-d float32 tensor (so a comparison knows it is float32)."""
     with torch.no_grad(), hooks(model, fns or {}):
-        return float(torch.softmax(model(ids)[0, -1].float(), -1)[answer])
+        return torch.softmax(model(ids)[0, -1].float(), -1)[answer]
+
+
+def trace_depth(model, T=7):
+    """A trace's restored runs are a batch with one row per position and the LM head on the last position;
+    a plain run is one row: the whole model on other shapes, then a softmax over the vocabulary."""
+    return forward_depth(model.config, T) + model.config.vocab_size
 
 
 # ------------------------------------------------------------------ causal tracing
@@ -49,19 +58,27 @@ def test_trace_with_a_corrupted_prompt_matches_single_patches(preset, device):
     answer = int(model(clean)[0, -1].argmax())
     trace = causal_trace(model, None, clean, answer, corrupt=corrupt, site="resid_post")
     assert trace.effect.shape == (model.config.n_layers, 7)
-    assert trace.clean == pytest.approx(prob(model, clean, answer), abs=1e-5)
-    assert trace.corrupted == pytest.approx(prob(model, corrupt, answer), abs=1e-5)
-    _, cache = capture(model, None, clean)
+    depth = trace_depth(model)
+    # the clean run: the same blocks on the same shape (capture only reads), the final norm and the LM head
+    # (d_model terms each) on the last position alone, then a softmax over the vocabulary
+    assert_same_up_to_rounding(trace.clean, prob(model, clean, answer),
+                               depth=2 * model.config.d_model + model.config.vocab_size)
+    # the corrupted run: the LM head on the last position only
+    assert_same_up_to_rounding(trace.corrupted, prob(model, corrupt, answer), depth=depth)
+    _, cache = capture(model, None, clean)          # eager (it holds the patterns); the trace's own is sdpa
     for layer, pos in [(0, 2), (1, 2), (1, 6), (0, 0)]:
         name = f"blocks.{layer}.hook_resid_post"
         by_hand = torch.softmax(patch(model, None, corrupt, name, cache[name], positions=[pos])[0, -1].float(), -1)
-        assert trace.effect[layer, pos] == pytest.approx(float(by_hand[answer]), abs=1e-5)
+        assert_same_up_to_rounding(trace.effect[layer, pos], by_hand[answer], depth=depth)
     # positions before the changed token see the same past in both runs: restoring them changes nothing
-    torch.testing.assert_close(trace.effect[:, :2], torch.full((model.config.n_layers, 2), trace.corrupted),
-                               atol=1e-5, rtol=0)
+    # (up to rounding: the restored runs are a batch, the corrupted run one row)
+    assert_same_up_to_rounding(trace.effect[:, :2], torch.full((model.config.n_layers, 2), trace.corrupted),
+                               depth=depth)
     # the last block's output at the last position is all the readout sees: restoring it is the clean run
-    assert trace.effect[-1, -1] == pytest.approx(trace.clean, abs=1e-5)
-    assert trace.recovered()[-1, -1] == pytest.approx(1.0, abs=1e-4)
+    assert_same_up_to_rounding(trace.effect[-1, -1], trace.clean, depth=depth)
+    # recovered() divides by clean - corrupted, which scales the rounding of the probabilities
+    assert_same_up_to_rounding(trace.recovered()[-1, -1], torch.tensor(1.0), depth=depth,
+                               scale=max(trace.clean, trace.corrupted) / abs(trace.clean - trace.corrupted))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -71,13 +88,15 @@ def test_noise_trace_undoing_the_noise_restores_the_clean_run(preset):
     answer = int(model(ids)[0, -1].argmax())
     trace = causal_trace(model, None, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
     assert trace.corrupted < trace.clean                       # the noise hurt the answer
-    # resid_pre of block 0 is the embedding: restoring it at the noised position removes the noise
-    assert trace.effect[0, 3] == pytest.approx(trace.clean, abs=1e-5)
-    torch.testing.assert_close(trace.effect[:, :3], torch.full((model.config.n_layers, 3), trace.corrupted),
-                               atol=1e-5, rtol=0)
-    # the same noise every time (seeded), so two traces agree exactly
+    # resid_pre of block 0 is the embedding: restoring it at the noised position removes the noise (up to
+    # rounding: the restored runs are a batch, the clean run one row)
+    depth = trace_depth(model)
+    assert_same_up_to_rounding(trace.effect[0, 3], trace.clean, depth=depth)
+    assert_same_up_to_rounding(trace.effect[:, :3], torch.full((model.config.n_layers, 3), trace.corrupted),
+                               depth=depth)
+    # the same noise every time (seeded), so two traces agree bit for bit: the same computation twice
     again = causal_trace(model, None, ids, answer, noise_positions=[3], site="resid_pre", seed=5)
-    torch.testing.assert_close(trace.effect, again.effect)
+    assert_same_bits(trace.effect, again.effect)
 
 
 def test_trace_metric_layers_positions_and_windows():
@@ -89,13 +108,18 @@ def test_trace_metric_layers_positions_and_windows():
     assert trace.layers == [2, 0] and trace.positions == [6, 2]
     with torch.no_grad():
         logits = model(ids)[0, -1]
-    assert trace.clean == pytest.approx(float(logits[a] - logits[b]), abs=1e-4)
+    # the trace's clean run runs the final norm and LM head on the last position alone (d_model terms
+    # each, on another shape): up to that rounding, at the size of the logits (not of their difference)
+    assert_same_up_to_rounding(trace.clean, logits[a] - logits[b], depth=2 * model.config.d_model,
+                               scale=float(logits.abs().max()))
     # a window of every layer restores every FFN output at that position
     full = causal_trace(model, None, ids, a, noise_positions=[1], site="attn_out", layers=[0],
                         window=model.config.n_layers)
     single = causal_trace(model, None, ids, a, noise_positions=[1], site="attn_out", layers=[0])
     assert full.effect.shape == single.effect.shape == (1, 7)
-    assert not torch.allclose(full.effect[0, 1:], single.effect[0, 1:])
+    # a real difference, beyond what rounding allows
+    assert largest_difference(full.effect[0, 1:], single.effect[0, 1:]) > rounding_tolerance(single.effect[0, 1:],
+                                                                                              trace_depth(model))
 
 
 def test_trace_errors_are_actionable():
@@ -132,18 +156,25 @@ def test_attributions_add_up_to_the_logit(preset, device):
     n = model.config.n_layers
     assert dla.labels[:3] == ["embed", "attn 0", "mlp 0"] and len(dla.labels) == 2 * n + 1
     assert dla.by_layer().shape == (n, 2)
+    d = model.config.d_model
     with torch.no_grad():
-        logit = float(model(ids)[0, 3, target])
-    assert dla.logit == pytest.approx(logit, abs=1e-4)
-    assert float(dla.contributions.sum()) + dla.bias == pytest.approx(logit, abs=1e-3)
+        logits = model(ids)[0, 3]
+    # dla.logit runs the final norm and head on one vector, the forward on all 7 positions: up to rounding
+    # over those two sums of d_model terms
+    assert_same_up_to_rounding(dla.logit, logits[target], depth=2 * d)
+    # the shares add up to the logit: the forward summed the 2L+1 parts into h in float32, then the final
+    # norm and the head each summed d_model terms; the shares are the sizes of the terms
+    shares_depth = 2 * d + len(dla.contributions)
+    assert_same_up_to_rounding(dla.contributions.sum() + dla.bias, logits[target], depth=shares_depth,
+                               scale=float(dla.contributions.abs().sum()) + abs(dla.bias))
     assert (preset == "tiny-gpt2") == (dla.bias != 0.0)         # only LayerNorm has a bias of its own
     # a logit difference: target against the mean of two other tokens
     diff = direct_logit_attribution(model, None, ids, target, position=3, minus=[1, 2])
-    with torch.no_grad():
-        row = model(ids)[0, 3].double()
-    expected = float(row[target] - row[[1, 2]].mean())
-    assert diff.logit == pytest.approx(expected, abs=1e-4)
-    assert float(diff.contributions.sum()) + diff.bias == pytest.approx(expected, abs=1e-3)
+    expected = (logits[target].double() - logits[[1, 2]].double().mean()).float()
+    # a difference of logits rounds at the size of the logits, not of the difference
+    assert_same_up_to_rounding(diff.logit, expected, depth=2 * d, scale=float(logits.abs().max()))
+    assert_same_up_to_rounding(diff.contributions.sum() + diff.bias, expected, depth=shares_depth,
+                               scale=float(diff.contributions.abs().sum()) + abs(diff.bias))
 
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-gemma3"])
@@ -158,9 +189,14 @@ def test_embedding_share_computed_from_the_weights(preset):
         rms = torch.sqrt(h.pow(2).mean() + model.final_norm.eps)
         w = model.final_norm.weight.double() + (1.0 if model.config.norm_unit_offset else 0.0)
         e = model.tok_embed.weight[ids[0, -1]].double() * (model.config.embed_scale or 1.0)
-        by_hand = float((e / rms * w) @ model.lm_head.weight[target].double())
-    assert float(dla.contributions[0]) == pytest.approx(by_hand, rel=1e-4, abs=1e-5)
-    assert dla.norm_scale == pytest.approx(float(1 / rms), rel=1e-6)
+        terms = (e / rms * w) * model.lm_head.weight[target].double()        # (d,)
+        by_hand = float(terms.sum())
+    # float64 on both sides, but from float32 values rounded apart: this h comes from capture's eager path
+    # (the cache holds patterns), the attribution's from sdpa; the embedding scale and 1 + w round in
+    # float32 there. So: float32 rounding over the blocks and the d_model terms, at the terms' size
+    depth = forward_depth(model.config, 7, head=False) + model.config.d_model
+    assert_same_up_to_rounding(dla.contributions[0], by_hand, depth=depth, scale=float(terms.abs().sum()))
+    assert_same_up_to_rounding(torch.tensor(dla.norm_scale, dtype=torch.float32), float(1 / rms), depth=depth)
 
 
 def test_attribution_errors():
@@ -184,7 +220,8 @@ def test_probe_reads_a_linear_label_and_the_control_shows_memorisation():
     result = probe_with_control(X, labels, types, seed=1)
     assert result.train_accuracy >= 0.9 and result.test_accuracy >= 0.85
     assert result.control_test_accuracy < 0.75                   # random labels: near chance on held-out
-    assert result.selectivity == pytest.approx(result.test_accuracy - result.control_test_accuracy)
+    # bit for bit: selectivity is this very subtraction
+    assert_same_bits(result.selectivity, result.test_accuracy - result.control_test_accuracy)
     # many dimensions, few examples: the probe fits even random labels on the training set
     wide = torch.randn(20, 200, generator=g)
     random = torch.randint(0, 2, (20,), generator=g)
@@ -218,8 +255,9 @@ def test_text_prompts_with_a_tokenizer():
     trace = causal_trace(model, tok, "hello world", 7, noise_positions=[0, 1], layers=[0])
     assert trace.tokens == list("hello world") and trace.effect.shape == (1, 11)
     dla = direct_logit_attribution(model, tok, "hello world", 7)
-    torch.testing.assert_close(dla.contributions, direct_logit_attribution(model, None, [tok.encode("hello world")], 7)
-                               .contributions)
+    # bit for bit: the text and its ids are the same prompt, run the same way
+    assert_same_bits(dla.contributions, direct_logit_attribution(model, None, [tok.encode("hello world")], 7)
+                     .contributions)
 
 
 def test_mean_ci_brackets_the_mean_and_shrinks_with_more_values():
@@ -228,7 +266,8 @@ def test_mean_ci_brackets_the_mean_and_shrinks_with_more_values():
     g = torch.Generator().manual_seed(0)
     few, many = torch.randn(10, generator=g) + 3, torch.randn(1000, generator=g) + 3
     m, lo, hi = mean_ci(few)
-    assert lo < m < hi and m == pytest.approx(float(few.mean()))
+    assert lo < m < hi
+    assert_same_up_to_rounding(few.mean(), m, depth=10)   # mean_ci sums the 10 values in float64, this in float32
     m2, lo2, hi2 = mean_ci(many)
     assert hi2 - lo2 < (hi - lo) / 3 and lo2 < 3 < hi2
     assert mean_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
@@ -252,8 +291,11 @@ def test_induction_scores_by_hand():
     _, cache = capture(model, None, ids, names=["blocks.1.attn.hook_pattern"])
     pattern = cache["blocks.1.attn.hook_pattern"]                       # (n, heads, 2L, 2L)
     by_hand = sum(pattern[:, :, t, t - L + 1] for t in range(L, 2 * L - 1)) / (L - 1)
-    torch.testing.assert_close(scores[1], by_hand.mean(0))
-    assert induction_chance(L) == pytest.approx(sum(1 / (t + 1) for t in range(L, 2 * L - 1)) / (L - 1))
+    # the same weights (the same eager forward), averaged over L - 1 queries and n sequences in another order
+    assert_same_up_to_rounding(scores[1], by_hand.mean(0), depth=(L - 1) + n)
+    # a float32 mean of L - 1 fractions against the float64 sum
+    assert_same_up_to_rounding(torch.tensor(induction_chance(L), dtype=torch.float32),
+                               sum(1 / (t + 1) for t in range(L, 2 * L - 1)) / (L - 1), depth=L - 1)
     with pytest.raises(ValueError, match="length"):
         induction_scores(model, length=1)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from llmlab import assert_same_up_to_rounding
 from llmlab.exercises import check
 from llmlab.exercises.checks_quant import dequantize_q4_1_reference, q4_1_block
 from llmlab.exercises.core import generator
@@ -68,7 +69,8 @@ def test_q4_1_reference_matches_the_gguf_package():
     raw = b"".join(q4_1_block(g) for _ in range(4))
     ours = torch.cat([dequantize_q4_1_reference(raw[i:i + 20]) for i in range(0, 80, 20)])
     theirs = dequantize(np.frombuffer(raw, dtype=np.uint8), GGMLQuantizationType.Q4_1).reshape(-1)
-    np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-6, atol=1e-6)
+    # d * q + m in float32 on both sides, written apart: a product and a sum
+    assert_same_up_to_rounding(ours.numpy(), theirs, depth=2)
 
 
 # ----------------------------------------------------------------------------- quantize_int8_rows
@@ -145,7 +147,8 @@ def test_chapter_q4_k_decoder_matches_the_gguf_package():
                  + rng.integers(0, 256, 140, dtype=np.uint8).tobytes())
         ours = dequantize_q4_k(block)[0]
         theirs = dequantize(np.frombuffer(block, dtype=np.uint8), GGMLQuantizationType.Q4_K).reshape(-1)
-        np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
+        # d * scale * q - dmin * min in float32 on both sides, written apart: three products and a difference
+        assert_same_up_to_rounding(ours, theirs, depth=4)
 
 
 def test_chapter_header_reader_matches_the_gguf_package(tmp_path):

@@ -17,8 +17,10 @@ import torch
 import torch.nn.functional as F
 
 import llmlab
+from llmlab import assert_same_up_to_rounding, forward_depth
 from llmlab.config import ModelConfig
 from llmlab.exercises import check
+from llmlab.numerics import largest_difference, rounding_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = {n: next(p for p in sorted((ROOT / "chapters").glob(f"0{n}_*.ipynb")) if not p.stem.endswith("_lab"))
@@ -121,7 +123,8 @@ def test_chapter8_model_from_the_chapters_parts_matches_llmlab():
     with torch.no_grad():
         mine = assembled_model(ids, {k: v for k, v in model.state_dict().items()}, cfg)
         theirs = model(ids)
-    torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-5)
+    # the same model written another way: equal up to float32 rounding over all of it
+    assert_same_up_to_rounding(mine, theirs, depth=forward_depth(cfg, 7))
 
 
 def test_chapter8_assembled_model_notices_a_wrong_part():
@@ -133,7 +136,10 @@ def test_chapter8_assembled_model_notices_a_wrong_part():
     weights = {k: v.clone() for k, v in model.state_dict().items()}
     weights["blocks.1.mlp_norm.weight"] = torch.ones(cfg.d_model)
     with torch.no_grad():
-        assert not torch.allclose(assembled_model(ids, weights, cfg), model(ids), atol=1e-4)
+        reference = model(ids)
+        # a real difference: beyond what rounding over the whole model allows
+        assert largest_difference(assembled_model(ids, weights, cfg), reference) > \
+            rounding_tolerance(reference, forward_depth(cfg, 6))
 
 
 def test_chapter8_llama_block_solution_passes_its_check():
@@ -158,5 +164,9 @@ def test_chapter6_direct_logit_attribution_sums_to_the_logit():
         rms = final.pow(2).mean().add(model.final_norm.eps).sqrt()
         for token in (0, 17, 99):
             direction = model.lm_head.weight[token] * model.final_norm.weight
-            total = sum(float(direction @ p / rms) for p in parts)
-            assert abs(total - float(logits[0, -1, token])) < 1e-4
+            shares = [float(direction @ p / rms) for p in parts]
+            # the same sum of parts (the forward adds them in this order), then the norm's mean and the
+            # head's product of d_model terms each, against a dot product per part: up to rounding at the
+            # size of the shares
+            assert_same_up_to_rounding(sum(shares), logits[0, -1, token], depth=2 * model.config.d_model + len(parts),
+                                       scale=sum(abs(s) for s in shares))

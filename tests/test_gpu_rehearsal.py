@@ -14,6 +14,7 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import gpu_rehearsal as rehearsal  # noqa: E402
+from llmlab import assert_same_bits  # noqa: E402
 
 NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}      # torch sees no GPU, on any machine
 
@@ -40,9 +41,13 @@ def test_compare_texts(cpu, gpu, kind, why):
 
 def test_the_tolerance_is_the_one_given_and_the_largest_difference_is_reported():
     verdict = rehearsal.compare_texts("x 1.000000001 y 2.00000000001", "x 1.000400001 y 2.00000000003", rtol=1e-3)
+    # 4e-4 is the relative difference written to one digit (exactly 0.0004 / 1.000000001 = 3.9999996e-4), so
+    # rel=1e-3 is the room that one-digit value needs, not float rounding
     assert verdict.kind == "close" and verdict.largest == pytest.approx(4e-4, rel=1e-3)
     assert rehearsal.compare_texts("1.000000001", "1.000400001", rtol=1e-4).kind == "differs"
-    assert rehearsal.last_digit("0.12") == pytest.approx(0.01) and rehearsal.last_digit("3.5e-03") == pytest.approx(1e-4)
+    # bit for bit: last_digit is the power of ten 10.0 ** (exponent - decimals)
+    assert_same_bits(rehearsal.last_digit("0.12"), 10.0 ** -2)
+    assert_same_bits(rehearsal.last_digit("3.5e-03"), 10.0 ** -4)
     assert rehearsal.last_digit("0.7725387215614319") == 0.0 and rehearsal.last_digit("42") == 1.0
 
 
@@ -104,6 +109,8 @@ def test_numbers_within_the_tolerance_are_close_and_the_largest_difference_is_na
                           {"ch_p": "0.7725391", "ch_n": "30"}), CPU_CELLS[2], CPU_CELLS[3]]
     c = compare(tmp_path, gpu)
     assert c.glue["close"] == 1 and c.lines["close"] == 1 and not c.differences
+    # the largest difference the tolerance forgave: about one unit of the printed 4th decimal relative to the
+    # value (1e-4 / 0.7726); rel=1e-2 is the room that approximate expectation needs, not float rounding
     assert c.largest == pytest.approx(1e-4 / 0.7726, rel=1e-2) and c.largest_at == "code cell 1"
 
 

@@ -14,6 +14,7 @@ import torch
 
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
+from llmlab.numerics import assert_same_up_to_rounding
 
 
 def _tiny_model(seed: int):
@@ -129,8 +130,12 @@ def check_logit_shares(fn: Learner) -> str:
         eps = 1e-6
         expected = _shares(parts, weight, eps, row)
         h = parts.sum(0)
-        logit = (h * torch.rsqrt(h.pow(2).mean() + eps) * weight) @ row
-        assert torch.allclose(expected.sum(), logit)                    # the reference adds up
+        scale = torch.rsqrt(h.pow(2).mean() + eps)
+        logit = (h * scale * weight) @ row
+        # the reference adds up: the same float64 terms, summed part by part or channel by channel (n + d
+        # terms, and d more in h's mean square), equal up to float64 rounding at the size of the terms
+        assert_same_up_to_rounding(expected.sum(), logit, depth=n + 2 * d,
+                                   scale=float((parts * scale * weight * row).abs().sum()))
         got = fn(parts.clone(), weight.clone(), eps, row.clone(), names=("parts", "norm_weight", "eps", "unembed_row"))
         expect_tensor(fn, got, expected, atol=1e-6, rtol=1e-5, what="one share per part", mistakes=[
             ("each part was divided by its OWN rms; the divisor is the rms of the sum h = parts.sum(0), "

@@ -17,6 +17,18 @@ import torch
 
 from llmlab.exercises.results import Mistake
 
+# How close a learner's answer must be to the reference: |got - expected| <= ATOL + RTOL * |expected| at
+# every element. Not bit for bit: a learner's function computes the reference's mathematics in its own
+# order (its own sums, its own matrix products), and float32 rounds each order differently
+# (llmlab.numerics). Not loose either: the mistakes a check names (a missing scale, the wrong axis, a
+# forgotten weight) move values by 1e-2 of their size or more. The checks' inputs are small, sums of a
+# few dozen terms, whose float32 rounding stays below 1e-6 of their size (sqrt(n) x 2^-24); RTOL = 1e-4
+# is 100 times that, and 100 times below the smallest mistake; ATOL = 1e-5 covers values that cancel
+# to near 0. The book's reference solutions use at most a tenth of it (tests/test_exercises.py). A check
+# passes its own atol and rtol, derived the same way, where its numbers are larger or its sums longer
+# (a whole block, a tuned lens).
+ATOL, RTOL = 1e-5, 1e-4
+
 
 def describe(value, name: str | None = None) -> str:
     """A short readable description: small tensors are printed, big ones by shape and dtype."""
@@ -65,10 +77,10 @@ def _nest(values: list[str], shape: list[int]) -> str:
 
 
 def expect_tensor(learner, got, expected: torch.Tensor, *, mistakes: list | tuple = (),
-                  nonfinite_hint: str = "", atol: float = 1e-5, rtol: float = 1e-4, what: str = "") -> None:
-    """Raise Mistake unless `got` is a tensor equal to `expected` (same shape, same values, -inf
-    where expected has -inf). `mistakes` is a list of (hint, wrong_value): when `got` matches a
-    known wrong answer, the hint names that mistake."""
+                  nonfinite_hint: str = "", atol: float = ATOL, rtol: float = RTOL, what: str = "") -> None:
+    """Raise Mistake unless `got` is a tensor equal to `expected` (same shape, same values up to atol + rtol *
+    |expected|, see ATOL and RTOL above; -inf where expected has -inf). `mistakes` is a list of (hint,
+    wrong_value): when `got` matches a known wrong answer, the hint names that mistake."""
     context = learner.last_call + (f" ({what})" if what else "")
     expected = expected.detach().cpu()
     if expected.dim() == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
