@@ -182,7 +182,9 @@ def as_ids(model, tokenizer=None, prompt=None) -> torch.Tensor:
         raise TypeError("as_ids needs a prompt: as_ids(model, tokenizer, 'text') or as_ids(model, None, ids).")
     if isinstance(prompt, str):
         _check_tokenizer(tokenizer)
-        prompt = list(tokenizer.encode(prompt))
+        from llmlab.tokenization.base import check_texts_give_tokens
+        text, prompt = prompt, list(tokenizer.encode(prompt))
+        check_texts_give_tokens([text], [prompt])            # '' -> []: say so in terms of the text
         bos = getattr(tokenizer, "bos_token_id", None)
         if bos is not None and prompt[:2] == [bos, bos]:     # BOS added to a text that starts with it
             prompt = prompt[1:]
@@ -231,8 +233,10 @@ def as_batch(model, tokenizer, prompt, attention_mask=None):
         _check_tokenizer(tokenizer, "A list of texts")
         if attention_mask is not None:
             raise ValueError("attention_mask goes with token ids; for a list of texts llmlab builds it.")
-        from llmlab.tokenization.base import pad_left  # what tokenizer.encode_batch does, for any tokenizer
-        ids, attention_mask = pad_left([tokenizer.encode(text) for text in prompt], pad_id_of(tokenizer))
+        from llmlab.tokenization.base import check_texts_give_tokens, pad_left   # encode_batch's steps, any tokenizer
+        rows = [tokenizer.encode(text) for text in prompt]
+        check_texts_give_tokens(prompt, rows)
+        ids, attention_mask = pad_left(rows, pad_id_of(tokenizer))
         ids = check_ids(ids, model)
     else:
         ids = as_ids(model, tokenizer, prompt)

@@ -23,6 +23,7 @@ import torch
 
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
 from llmlab.checks import as_ids, check_attention_mask, check_int, check_number
+from llmlab.progress import prefill_progress
 from llmlab.sampling import apply_repetition_penalty, check_sampling, sample_next_token
 
 
@@ -66,9 +67,15 @@ def eos_ids(eos_token_id, vocab_size: int) -> list[int]:
     return list(dict.fromkeys(checked))
 
 
-def prefill(model, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Run the prompt ids (B, T) through the model, filling the cache; return the last logits (B, vocab)."""
-    return model(ids, cache=cache, attention_mask=attention_mask, logits_to_keep=1)[:, -1]
+def prefill(model, ids: torch.Tensor, cache, attention_mask: torch.Tensor | None = None,
+            progress: bool | None = None) -> torch.Tensor:
+    """Run the prompt ids (B, T) through the model, filling the cache; return the last logits (B, vocab).
+
+    A long prompt on the CPU (B * T >= llmlab.progress.LONG_PREFILL_TOKENS) shows its progress block by
+    block on stderr; progress=False never shows it, True always. It only watches: the logits are the same.
+    """
+    with prefill_progress(model, ids.numel() if isinstance(ids, torch.Tensor) else 0, progress):
+        return model(ids, cache=cache, attention_mask=attention_mask, logits_to_keep=1)[:, -1]
 
 
 def decode_step(model, token: torch.Tensor, cache, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -83,7 +90,8 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
              top_p: float | None = None, seed: int | None = None, use_cache: bool = True,
              eos_token_id=None, stream: Callable | None = None, kv_cache="static",
              attention_mask: torch.Tensor | None = None, do_sample: bool | None = None,
-             min_p: float | None = None, repetition_penalty: float | None = None) -> torch.Tensor:
+             min_p: float | None = None, repetition_penalty: float | None = None,
+             progress: bool | None = None) -> torch.Tensor:
     """Continue ids (B, T) by up to max_new_tokens tokens; returns (B, T + new) on the model's device.
 
     temperature=None (the default) or 0 is greedy; a temperature > 0 samples, with the given top_k /
@@ -93,8 +101,11 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     less likely, greedy or sampled.
     eos_token_id (None, one id, or several as a list / tuple / tensor): a row that produced any of them gets
     EOS from then on, and generation stops when every row has. stream(token) is called for every new token
-    as soon as it exists: with an int when B == 1, with a list of B ints otherwise. use_cache=False
-    recomputes the whole sequence at every step (the slow way the cache avoids).
+    as soon as it exists: with an int when B == 1, with a list of B ints otherwise; a stop token (an id of
+    eos_token_id) is not streamed, so a printed stream shows no <|im_end|> (B == 1: no call for it; B > 1:
+    None for a row that has stopped, and no call once every row has). The returned ids keep it. use_cache=False
+    recomputes the whole sequence at every step (the slow way the cache avoids). A long prompt on the CPU
+    shows the progress of its first pass (see prefill); progress=False hides it, True always shows it.
     kv_cache="static" or "growing" picks the class of a new KV cache. kv_cache=<a cache> continues from a
     cache that already holds the first P tokens of ids (prompt caching: a shared prefix run once): only
     ids[:, P:] go through the model, and the cache is extended in place, so pass cache.copy() to keep the
@@ -151,13 +162,14 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
         kv = kv_cache
         if kv.seq_len == T:          # the cache holds all of ids: run the last token again for its logits
             kv.crop(T - 1)
-        logits = prefill(model, ids[:, kv.seq_len:], kv, attention_mask)     # only the uncached suffix
+        logits = prefill(model, ids[:, kv.seq_len:], kv, attention_mask, progress)   # only the uncached suffix
     elif use_cache:
         kv = StaticKVCache(model.config.n_layers, T + max_new_tokens) if kv_cache == "static" \
             else GrowingKVCache(model.config.n_layers)
-        logits = prefill(model, ids, kv, attention_mask)                      # (B, vocab)
+        logits = prefill(model, ids, kv, attention_mask, progress)            # (B, vocab)
     else:
-        logits = model(ids, attention_mask=attention_mask, logits_to_keep=1)[:, -1]
+        with prefill_progress(model, ids.numel(), progress):
+            logits = model(ids, attention_mask=attention_mask, logits_to_keep=1)[:, -1]
 
     # what the repetition penalty counts as seen: padding stands in as the prompt's last (real) token
     tokens = [ids if attention_mask is None else torch.where(attention_mask.bool(), ids, ids[:, -1:])]
@@ -170,7 +182,7 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
             finished |= torch.isin(next_token, eos)
         tokens.append(next_token[:, None])
         if stream is not None:
-            stream(int(next_token[0]) if B == 1 else next_token.tolist())
+            _stream(stream, next_token, finished if eos is not None else None)
         if step == max_new_tokens - 1 or (eos is not None and bool(finished.all())):
             break
         attention_mask = grow(attention_mask)
@@ -243,6 +255,14 @@ def beam_search(model, ids, max_new_tokens: int, num_beams: int = 4, length_pena
     n = beams.shape[1] - ids.shape[1]
     live = [(s / n ** length_penalty, s, b) for s, b in zip(scores.tolist(), beams)]
     return _best(finished + live)
+
+
+def _stream(stream, token: torch.Tensor, stopped: torch.Tensor | None) -> None:
+    """Hand this step's new tokens (B,) to stream, leaving out stop tokens (the rows in `stopped`)."""
+    if stopped is None or not bool(stopped.any()):
+        stream(int(token[0]) if token.shape[0] == 1 else token.tolist())
+    elif not bool(stopped.all()):           # B > 1: the rows still writing, None for those that stopped
+        stream([None if done else t for t, done in zip(token.tolist(), stopped.tolist())])
 
 
 def _best(candidates: list) -> tuple[torch.Tensor, float]:

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from llmlab.config import GEMMA3_GLOBAL_EVERY, gemma3_layer_types
+from llmlab.progress import progress as progress_bar
 
 SUPPORTED_ARCHITECTURES = ("llama", "gemma3")
 
@@ -269,7 +270,6 @@ def read_gguf_checkpoint(path: str | os.PathLike, reader=None, progress: bool = 
     262k-entry vocabulary takes ~15 s to parse) hand it over instead of parsing twice.
     """
     from gguf.quants import dequantize
-    from tqdm.auto import tqdm
 
     reader = reader if reader is not None else open_reader(path)
     config = gguf_config_to_hf(reader)
@@ -277,8 +277,9 @@ def read_gguf_checkpoint(path: str | os.PathLike, reader=None, progress: bool = 
     n_heads, n_kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
 
     state_dict = {}
-    tensors = tqdm(reader.tensors, desc=f"Dequantizing {os.path.basename(os.fspath(path))}",
-                   unit="tensor", disable=not progress)
+    # a bar on a terminal or in a notebook, whole lines in a log (llmlab.progress)
+    tensors = progress_bar(reader.tensors, desc=f"Dequantizing {os.path.basename(os.fspath(path))}",
+                           unit="tensor", disable=not progress)
     for tensor in tensors:
         name = hf_name_of(tensor.name, arch)
         # Quantized blocks -> float32 numbers, shape (out_features, in_features) like nn.Linear.

@@ -268,6 +268,14 @@ def rms_norm_eps_outside(x, weight, eps=1e-6):
     return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + eps) * weight
 
 
+def rms_norm_no_eps(x, weight, eps=1e-6):
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True)) * weight
+
+
+def rms_norm_fixed_eps(x, weight, eps=1e-6):     # the default written in, the argument ignored
+    return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * weight
+
+
 def layer_norm(x, weight, bias, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, keepdim=True, unbiased=False)
@@ -570,6 +578,8 @@ WRONG = [
     ("swiglu", swiglu_gelu, ["GeGLU"]),
     ("rms_norm", rms_norm_centred, ["subtracted the mean", "LayerNorm"]),
     ("rms_norm", rms_norm_eps_outside, ["inside the square root"]),
+    ("rms_norm", rms_norm_no_eps, ["eps is missing", "the eps the function is given"]),
+    ("rms_norm", rms_norm_fixed_eps, ["eps is missing", "the eps the function is given"]),
     ("layer_norm", layer_norm_unbiased, ["unbiased", "unbiased=False"]),
     ("layer_norm", layer_norm_no_mean, ["mean was not subtracted"]),
     ("prenorm_block", postnorm_block, ["post-norm"]),
@@ -857,6 +867,14 @@ def test_registry_is_complete_and_spread_over_the_chapters():
     assert {ex.chapter for ex in EXERCISES} >= set(range(2, 17)), "each of chapters 2-16 needs an exercise"
     for must in ["softmax", "causal_mask", "sdpa", "rope", "rms_norm", "bpe_merge", "kv_decode_step", "top_p"]:
         assert must in ids
+
+
+def test_the_exercise_list_says_what_temperature_returns(capsys):
+    from llmlab.cli import main
+
+    assert main(["exercises"]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "  temperature  " in line)
+    assert line.endswith("temperature(logits, t) -> probabilities")   # not "scale the logits"
 
 
 @pytest.mark.parametrize("exercise", sorted(RIGHT))

@@ -56,6 +56,10 @@ def check_rms_norm(fn: Learner) -> str:
             ("you divided by the mean square; take its square root (the root mean square).", x / (ms + eps) * w),
             ("the statistics must be over the last dimension (each token's own vector), with keepdim=True.",
              x / (x.pow(2).mean(0, keepdim=True) + eps).sqrt() * w),
+            # with eps = 1e-6 this equals the right answer: only the case with eps = 0.1 exposes it
+            ("eps is missing, or a fixed number stands where the `eps` argument should be: use the eps the "
+             "function is given, inside the square root: x / sqrt(mean(x^2) + eps) * weight. With a tiny eps "
+             "the difference is invisible; this case has a large one.", x / ms.sqrt() * w),
         ])
     return "matches llmlab.norms.rms_norm on 3 hidden cases, including one where the place of eps matters."
 

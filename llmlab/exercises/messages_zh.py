@@ -290,6 +290,8 @@ PAIRS: list[tuple[str, str]] = [
      '你除以的是均方；应取它的平方根（均方根）。'),
     ("the statistics must be over the last dimension (each token's own vector), with keepdim=True.",
      '统计量必须在最后一维上计算（每个词元自己的向量），并设 keepdim=True。'),
+    ('eps is missing, or a fixed number stands where the `eps` argument should be: use the eps the function is given, inside the square root: x / sqrt(mean(x^2) + eps) * weight. With a tiny eps the difference is invisible; this case has a large one.',
+     '缺少 eps，或者在该用参数 `eps` 的地方写了一个固定的数：应使用函数收到的 eps，并放在平方根之内：x / sqrt(mean(x^2) + eps) * weight。eps 很小时看不出差别；这个用例的 eps 很大。'),
     ('you used the unbiased variance (divide by n - 1): torch.var and torch.std do that by default. LayerNorm divides by n: x.var(-1, keepdim=True, unbiased=False).',
      '你用的是无偏方差（除以 n - 1）：torch.var 和 torch.std 默认如此。LayerNorm 除以 n：x.var(-1, keepdim=True, unbiased=False)。'),
     ('the mean was not subtracted: LayerNorm centres x first (x - mean), then divides by the standard deviation. Without centring it is RMSNorm.',

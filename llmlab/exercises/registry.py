@@ -41,7 +41,7 @@ EXERCISES = [
     Exercise("layer_norm", 7, "LayerNorm", "layer_norm(x, weight, bias, eps=1e-5)", blocks.check_layer_norm),
     Exercise("prenorm_block", 8, "A pre-norm residual block", "prenorm_block(x, attn, mlp, norm1, norm2)", blocks.check_prenorm_block),
     Exercise("llama_block", 8, "A whole Llama block from raw weights", "llama_block(x, w, n_heads, n_kv_heads, cos, sin, eps)", blocks.check_llama_block),
-    Exercise("temperature", 9, "Temperature", "temperature(logits, t)", gen.check_temperature),
+    Exercise("temperature", 9, "Temperature: the probabilities softmax(logits / t)", "temperature(logits, t) -> probabilities", gen.check_temperature),
     Exercise("top_k", 9, "Top-k filtering", "top_k(logits, k)", gen.check_top_k),
     Exercise("top_p", 9, "Top-p (nucleus) filtering", "top_p(logits, p)", gen.check_top_p),
     Exercise("kv_decode_step", 10, "One decode step with a KV cache", "kv_decode_step(q, k_new, v_new, k_cache, v_cache)", gen.check_kv_decode_step),

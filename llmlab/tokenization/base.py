@@ -149,7 +149,9 @@ class Tokenizer:
         if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
             raise TypeError(f"encode_batch takes a list of texts; got {type(texts).__name__}. For one text use "
                             "[text], or llmlab.as_ids(model, tokenizer, text) for a (1, T) tensor.")
-        return pad_left([self.encode(text, add_special_tokens) for text in texts], self.pad_token_id)
+        rows = [self.encode(text, add_special_tokens) for text in texts]
+        check_texts_give_tokens(texts, rows)
+        return pad_left(rows, self.pad_token_id)
 
     # ----- decoding -----
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
@@ -243,6 +245,23 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(vocab_size={self.vocab_size}, special_tokens={len(self.special_tokens)})"
+
+
+def check_texts_give_tokens(texts: list, rows: list) -> None:
+    """Each text must encode to at least one token (its row): an empty text gives a model nothing to continue.
+
+    >>> check_texts_give_tokens(["Hi", ""], [[6023], []])
+    Traceback (most recent call last):
+    ...
+    ValueError: text 1 of 2 is '', which gives no tokens: a prompt needs some text for the model to continue, e.g. 'Once upon a time'.
+    """
+    if not texts:
+        raise ValueError("the list of texts is empty; give at least one text, e.g. ['Once upon a time'].")
+    for i, (text, row) in enumerate(zip(texts, rows)):
+        if len(row) == 0:
+            which = "the prompt text" if len(texts) == 1 else f"text {i} of {len(texts)}"
+            raise ValueError(f"{which} is {text!r}, which gives no tokens: a prompt needs some text for the model "
+                             "to continue, e.g. 'Once upon a time'.")
 
 
 def pad_left(rows: list, pad_id: int = 0):
