@@ -30,9 +30,10 @@ one element's value, which may be a small number left after cancellation, so one
 holds for the whole tensor and no element gets a relative one), and SLACK = 16, the room for what the
 random-walk estimate leaves out: the terms of a dot product are often larger than its result (a
 logit of 20 is a sum of products of a few units each), and a norm or a softmax can enlarge a
-difference that reaches it. The constant was set against the kernel paths that the tests rehearse
-(tests/test_kernel_paths.py: AVX-512 and AVX2 kernels, one and two threads, Intel and AMD CPUs),
-where the largest measured difference used at most a quarter of it.
+difference that reaches it. The constant was set against the kernel paths that the tests rehearse:
+tests/test_kernel_paths.py runs the pages that compare two computation paths with MKL on SSE4.2 and on
+AVX2, one thread and two, and fails if any comparison uses more than a quarter of its tolerance (on a
+2-core AMD EPYC the most used was under a tenth).
 
 A difference beyond the tolerance is not rounding: it is a different computation, and the error
 says so.
