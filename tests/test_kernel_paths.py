@@ -52,6 +52,7 @@ UNUSUAL = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ATEN_CPU_CAPABILITY": "default"
            "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
 AVX2_ONE_THREAD = {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
                    "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+PATHS = {"unusual": UNUSUAL, "avx2-1-thread": AVX2_ONE_THREAD}
 
 
 def environment(path: dict) -> dict:
