@@ -8,10 +8,15 @@ one prompt at a time (lens, tracing, attribution, Patchscopes) then return one r
 to the result of that text alone. Layers count like Python indices (-1 is the last block); ids and
 vectors may come from any device.
 
+Memory is estimated before it is spent (llmlab.inspection.budget): a readout over the vocabulary or over
+pairs of positions reads a long prompt in chunks that fit a working budget (`with memory_budget(n_bytes):`
+changes it), and refuses up front, with its size and the way out, a result larger than its max_bytes.
+
 Import these names from here (`from llmlab.inspection import capture, hook_name`), not from the modules.
 """
 from llmlab.checks import resolve_layer, token_id
 from llmlab.hooks import hook_name
+from llmlab.inspection.budget import memory_budget
 from llmlab.inspection.causal import (
     SITES, AttributionResult, TraceResult, causal_trace, direct_logit_attribution, induction_chance,
     induction_scores, logit_diff,
@@ -39,5 +44,5 @@ __all__ = [
     "linear_cka", "position_similarity", "prompt_similarity", "generate_steered", "mean_resid", "steer", "steering_vector",
     "SITES", "AttributionResult", "TraceResult", "causal_trace", "direct_logit_attribution", "induction_chance",
     "induction_scores", "logit_diff",
-    "ProbeResult", "control_labels", "probe_accuracy", "probe_with_control", "train_probe",
+    "ProbeResult", "control_labels", "probe_accuracy", "probe_with_control", "train_probe", "memory_budget",
 ]

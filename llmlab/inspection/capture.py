@@ -20,12 +20,15 @@ Write `blocks.3.hook_resid_post` as hook_name(3, "resid_post"). Each hook's tens
 dimension is the position) is stored on its HookPoint (`.layout`), not guessed from its name.
 
 Before running, `estimate_memory` says how many bytes the cache will take, and `capture`
-refuses (with a hint) to build a cache larger than `max_bytes`.
+refuses (with a hint) to build a cache and logits larger than `max_bytes` (the rule every readout
+follows: llmlab.inspection.budget). A readout that reads the cache but not the logits passes
+logits_to_keep=1, so the LM head runs at the last position alone.
 """
 from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
 import re
 
 import torch
@@ -33,6 +36,7 @@ import torch
 from llmlab.attention import Attention
 from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_layer, resolve_position
 from llmlab.hooks import HookPoint, hook_name
+from llmlab.inspection.budget import RESULT_LIMIT, check_size, mib
 
 _LAYER = re.compile(r"^blocks\.(\d+)\.")
 
@@ -111,6 +115,14 @@ def estimate_memory(model, n_tokens: int, names=None, layers=None, positions=Non
     return total
 
 
+def _n_logits(logits_to_keep, n_tokens: int) -> int:
+    """How many positions the LM head runs at (checked the way the model checks it, before the run)."""
+    from llmlab.model import _logits_positions
+
+    kept = _logits_positions(logits_to_keep, n_tokens)
+    return n_tokens if kept is None else len(range(n_tokens)[kept]) if isinstance(kept, slice) else len(kept)
+
+
 def _positions(positions, n_tokens: int) -> list[int]:
     if isinstance(positions, int):
         positions = [positions]
@@ -184,11 +196,15 @@ class ActivationCache:
 
         Entry 0 is what enters block 0 (the embeddings), entry i + 1 what leaves block i.
         """
+        return torch.stack(self.resid_streams())  # (L+1, B, T, d)
+
+    def resid_streams(self) -> list[torch.Tensor]:
+        """accumulated_resid as a list of n_layers + 1 tensors (B, T, d), without stacking them into a copy."""
         first = self.store.get("blocks.0.hook_resid_pre", self.store.get("hook_embed"))
         if first is None:
             raise KeyError("accumulated_resid needs 'blocks.0.hook_resid_pre' (or 'hook_embed') and every "
                            "'blocks.{i}.hook_resid_post'; capture with names=None or names=['*resid*', 'hook_embed'].")
-        return torch.stack([first] + [self.resid(i) for i in range(self.config.n_layers)])  # (L+1, B, T, d)
+        return [first] + [self.resid(i) for i in range(self.config.n_layers)]
 
     def stack(self, point: str, layers=None, dim: int = 0) -> torch.Tensor:
         """One hook point of every block (or of `layers`), stacked along a new dimension `dim`.
@@ -279,7 +295,8 @@ def token_strings(tokenizer, ids) -> list[str]:
 
 @torch.no_grad()
 def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positions=None, store_device=None,
-            max_bytes: int | None = 2**31, attn_impl: str | None = None, attention_mask=None):
+            max_bytes: int | None = RESULT_LIMIT, attn_impl: str | None = None, attention_mask=None,
+            logits_to_keep=None):
     """Run the model on a prompt (or a batch) and return (logits (B, T, vocab), ActivationCache).
 
     With positions, the logits too are kept at those positions only, (B, P, vocab): they are passed to the
@@ -293,10 +310,12 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
                   nothing (a block-0 name with layers=[3]) is an error, not an empty cache.
     positions   : only these token positions, e.g. [-1]: the last real token of every row (left padding).
     store_device: where the cached tensors live (default: the model's device; "cpu" saves GPU memory).
-    max_bytes   : refuse to build a bigger cache (None: no limit).
+    max_bytes   : refuse to build a bigger cache, the returned logits included (None: no limit).
     attn_impl   : forced to "eager" when an attention pattern is asked for (the fast path has no weights).
     attention_mask: (B, T), 0 = padding, for a padded ids tensor; kept as cache.attention_mask (B, T) bool
                   (all True when nothing is padded).
+    logits_to_keep: where the LM head runs, as the model takes it (1: the last position only, for a readout
+                  that reads the cache and not the logits); None: at the kept positions (all without positions).
     """
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     B, T = ids.shape
@@ -308,14 +327,19 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
                          "those blocks (hook_embed, hook_final_norm and hook_logits are outside every block). Widen "
                          "layers= or names=; select_names(model, names, layers) shows what a selection keeps.")
     keep = None if positions is None else _positions(positions, T)
-    if max_bytes is not None:
-        needed = estimate_memory(model, T, names, layers, positions, batch=B)
-        if needed > max_bytes:
-            raise MemoryError(f"This capture would hold {needed / 2**20:.0f} MiB of activations (limit "
-                              f"{max_bytes / 2**20:.0f} MiB). Keep less: names=['*hook_resid_post'], layers=[...], "
-                              "positions=[-1], or raise max_bytes.")
-    store = {}
     head = {"hook_final_norm", "hook_logits"}  # after logits_to_keep: they see the kept positions only
+    if logits_to_keep is None:
+        logits_to_keep = 0 if keep is None else keep
+    n_logits = _n_logits(logits_to_keep, T)
+    element = next(model.parameters()).element_size()
+    activations = estimate_memory(model, T, [n for n in chosen if n not in head], None, positions, batch=B)
+    activations += sum(math.prod(hook_shape(model, n, T, B, n_logits)) * element for n in chosen if n in head)
+    logit_bytes = 0 if "hook_logits" in chosen else B * n_logits * model.config.vocab_size * element  # else: the same
+    check_size(f"This capture ({B} x {T} tokens: {mib(activations)} MiB of activations, {mib(logit_bytes)} MiB of "
+               "logits)", activations + logit_bytes, max_bytes,
+               "Keep less: names=['*hook_resid_post'], layers=[...], positions=[-1] (the LM head then runs there "
+               "alone), logits_to_keep=1 (when you do not read the logits), or raise max_bytes.")
+    store = {}
 
     def saver(name):
         dim = hook_point(model, name).position_dim
@@ -330,8 +354,8 @@ def capture(model, tokenizer=None, prompt=None, names=None, layers=None, positio
     if any(n.endswith("hook_pattern") for n in chosen):
         attn_impl = "eager"
     with hooks(model, {name: saver(name) for name in chosen}, attn_impl):
-        # the LM head runs only at the kept positions: (B, P, vocab), or (B, T, vocab) when keep is None
-        logits = model(ids, attention_mask=attention_mask, logits_to_keep=0 if keep is None else keep)
+        # the LM head runs only at the kept positions (or logits_to_keep): (B, P, vocab); (B, T, vocab) for all
+        logits = model(ids, attention_mask=attention_mask, logits_to_keep=logits_to_keep)
     tokens = None
     if tokenizer is not None:
         rows = [token_strings(tokenizer, ids[r, real_positions(attention_mask, r, T)]) for r in range(B)]

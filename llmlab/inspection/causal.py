@@ -32,6 +32,7 @@ import torch
 
 from llmlab.hooks import hook_name
 from llmlab.checks import as_ids, prompt_rows, resolve_layer, resolve_position
+from llmlab.inspection.budget import chunks, forward_row_bytes
 from llmlab.inspection.capture import capture, hooks, token_strings
 from llmlab.inspection.tables import TableResult
 
@@ -168,25 +169,31 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
         corrupt_hooks["hook_embed"] = add_noise
 
     names = [hook_name(i, site) for i in range(n_layers)]
-    clean_logits, cache = capture(model, None, ids, names=names)
+    # the clean run keeps the restored positions only, and its LM head runs where the metric reads (the last)
+    clean_logits, cache = capture(model, None, ids, names=names, positions=positions, logits_to_keep=1)
     clean_value = float(metric(clean_logits[:, -1]))
     with hooks(model, corrupt_hooks):
         corrupted_value = float(metric(model(corrupt_ids, logits_to_keep=1)[:, -1]))
 
-    rows = torch.arange(len(positions), device=ids.device)
-    cols = torch.tensor(positions, device=ids.device)
-    batch = corrupt_ids.expand(len(positions), T)  # (P, T): row r restores position positions[r]
+    # the sweep runs one row per position; rows whose forward would not fit the working budget at once run in
+    # batches that do (a short prompt: one batch of all rows)
+    batches = chunks(len(positions), forward_row_bytes(model, T, eager=getattr(model, "attn_impl", "eager") == "eager"))
     effect = torch.zeros(len(layers), len(positions))
     for row, layer in enumerate(layers):
-        def restore(x, name):  # (P, T, d)
-            x = x.clone()
-            x[rows, cols] = cache[name][0, cols].to(x.dtype)
-            return x
-        fns = dict(corrupt_hooks)
-        for l in range(layer, min(layer + window, n_layers)):
-            fns[names[l]] = lambda x, name=names[l]: restore(x, name)
-        with hooks(model, fns):
-            effect[row] = metric(model(batch, logits_to_keep=1)[:, -1]).float().cpu()
+        for part in batches:
+            rows = torch.arange(part.stop - part.start, device=ids.device)
+            cols = torch.tensor(positions[part], device=ids.device)
+            batch = corrupt_ids.expand(len(rows), T)  # (R, T): row r restores position positions[part][r]
+
+            def restore(x, name):  # (R, T, d)
+                x = x.clone()
+                x[rows, cols] = cache[name][0, part].to(x.dtype)
+                return x
+            fns = dict(corrupt_hooks)
+            for l in range(layer, min(layer + window, n_layers)):
+                fns[names[l]] = lambda x, name=names[l]: restore(x, name)
+            with hooks(model, fns):
+                effect[row, part] = metric(model(batch, logits_to_keep=1)[:, -1]).float().cpu()
     tokens = token_strings(tokenizer, ids[0]) if tokenizer is not None else None
     return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens, **used)
 
@@ -256,14 +263,16 @@ def _attribute(model, ids, target: int, position: int, minus: list) -> Attributi
     """direct_logit_attribution of one prompt, ids (1, T)."""
     pos = resolve_position(position, ids.shape[1])
     n = model.config.n_layers
-    _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out", hook_name(n - 1, "resid_post")])
-    parts = [cache["hook_embed"][0, pos]]
+    # only position `pos` is kept, and the LM head runs there alone: memory does not grow with the prompt
+    _, cache = capture(model, None, ids, names=["hook_embed", "*.hook_attn_out", "*.hook_mlp_out",
+                                                hook_name(n - 1, "resid_post")], positions=[pos])
+    parts = [cache["hook_embed"][0, 0]]
     labels = ["embed"]
     for i in range(n):
-        parts += [cache[hook_name(i, "attn_out")][0, pos], cache[hook_name(i, "mlp_out")][0, pos]]
+        parts += [cache[hook_name(i, "attn_out")][0, 0], cache[hook_name(i, "mlp_out")][0, 0]]
         labels += [f"attn {i}", f"mlp {i}"]
     parts = torch.stack(parts).double()                       # (2L+1, d)
-    h = cache[hook_name(n - 1, "resid_post")][0, pos].double()  # (d,) = parts.sum(0)
+    h = cache[hook_name(n - 1, "resid_post")][0, 0].double()  # (d,) = parts.sum(0)
 
     norm = model.final_norm
     scale, linear = norm.linear_at(h)                          # the norm's divisor frozen at this run's h
@@ -299,7 +308,7 @@ def induction_scores(model, length: int = 15, n_sequences: int = 100, seed: int 
     halves = torch.stack([torch.randperm(vocab, generator=generator)[:length] for _ in range(n_sequences)])
     doubled = torch.cat([halves, halves], dim=1)                                  # (n, 2 * length)
     names = [hook_name(i, "attn.pattern") for i in range(model.config.n_layers)]
-    _, cache = capture(model, None, doubled, names=names)
+    _, cache = capture(model, None, doubled, names=names, logits_to_keep=1)   # the logits are not read
     second = torch.arange(length, 2 * length - 1)                                  # queries in the second copy
     scores = [cache[name][:, :, second, second - length + 1].float().mean(dim=(0, 2)) for name in names]
     return torch.stack(scores).cpu()                                               # (layers, heads)

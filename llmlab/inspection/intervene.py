@@ -24,6 +24,7 @@ import torch
 
 from llmlab.checks import as_batch, check_int, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
+from llmlab.inspection.budget import RESULT_LIMIT, check_size, chunks, logits_row_bytes
 from llmlab.inspection.capture import hook_point, hook_shape, hooks
 
 SUBLAYERS = {"attn": "hook_attn_out", "mlp": "hook_mlp_out"}
@@ -36,7 +37,7 @@ def _run(model, ids, attention_mask, fns: dict, logits_to_keep=0) -> torch.Tenso
 
 
 def ablate(model, tokenizer, prompt, layer: int | None = None, sublayer: str = "attn", head: int | None = None,
-           positions=None, attention_mask=None, *, heads=None, metric=None):
+           positions=None, attention_mask=None, *, heads=None, metric=None, max_bytes: int | None = RESULT_LIMIT):
     """Rerun the prompt with parts of the model set to zero; return the logits (or a metric of them).
 
     What to remove, in one of two forms:
@@ -59,6 +60,9 @@ def ablate(model, tokenizer, prompt, layer: int | None = None, sublayer: str = "
                       runs at the last position only.
 
         ablate(model, tok, prompt, heads=[(5, 3), (7, 0)], metric=logit_diff(paris, rome))   # (B,)
+
+    max_bytes: with metric=None, refuse up front logits larger than this (None: no limit). The loss reads the
+               LM head a chunk of positions at a time (llmlab.inspection.budget), so it fits any prompt.
     """
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
     n_layers, n_heads = model.config.n_layers, model.config.n_heads
@@ -94,8 +98,37 @@ def ablate(model, tokenizer, prompt, layer: int | None = None, sublayer: str = "
         fns = {hook_name(l, "attn.z"): _zero_heads(hs, where, T, n_heads) for l, hs in by_layer.items()}
     if callable(metric):
         return metric(_run(model, ids, attention_mask, fns, logits_to_keep=1)[:, -1])  # head at the last position
-    logits = _run(model, ids, attention_mask, fns)  # (B, T, vocab)
-    return logits if metric is None else _next_token_loss(logits, ids, attention_mask)
+    if metric == "loss":
+        return _loss(model, ids, attention_mask, fns)
+    _check_logits("ablate", model, ids, max_bytes, "Pass metric='loss' (read a chunk of positions at a time) or "
+                  "metric=<a function of the last position's logits> (the LM head runs there alone), use a shorter "
+                  "prompt, or raise max_bytes.")
+    return _run(model, ids, attention_mask, fns)  # (B, T, vocab)
+
+
+def _check_logits(who: str, model, ids, max_bytes, way_out: str) -> None:
+    """Refuse, before running, (B, T, vocab) logits larger than max_bytes."""
+    B, T = ids.shape
+    check_size(f"{who}'s logits ({B} x {T} positions x {model.config.vocab_size} ids)",
+               B * T * model.config.vocab_size * model.dtype.itemsize, max_bytes, way_out)
+
+
+def _loss(model, ids, attention_mask, fns) -> torch.Tensor:
+    """ablate's metric="loss": (B, T - 1). When the logits of every position fit the working budget, from one
+    run of the head over them all; else the last block's output is kept and read through the head a chunk
+    of positions at a time (the same final norm and head the model runs), so memory stays at the budget."""
+    B, T = ids.shape
+    parts = chunks(T - 1, B * logits_row_bytes(model, 3))  # logits, float32 copy, log-softmax per position
+    if len(parts) == 1:
+        return _next_token_loss(_run(model, ids, attention_mask, fns), ids, attention_mask)
+    kept = {}
+    last = hook_name(model.config.n_layers - 1, "resid_post")
+    _run(model, ids, attention_mask, {**fns, last: lambda h: kept.__setitem__("h", h)}, logits_to_keep=1)
+    with torch.no_grad():
+        loss = torch.cat([torch.nn.functional.cross_entropy(model.unembed(kept["h"][:, part]).float().transpose(1, 2),
+                                                            ids[:, part.start + 1:part.stop + 1], reduction="none")
+                          for part in parts], dim=1)                                    # (B, T - 1)
+    return _mask_padding(loss, attention_mask)
 
 
 def _by_layer(heads, n_layers: int, n_heads: int) -> dict:
@@ -133,6 +166,11 @@ def _zero_heads(heads: list[int], where, T: int, n_heads: int):
 def _next_token_loss(logits: torch.Tensor, ids: torch.Tensor, attention_mask) -> torch.Tensor:
     """(B, T, vocab) logits -> (B, T - 1) cross-entropy of each next token; NaN where input or target is padding."""
     loss = torch.nn.functional.cross_entropy(logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none")
+    return _mask_padding(loss, attention_mask)
+
+
+def _mask_padding(loss: torch.Tensor, attention_mask) -> torch.Tensor:
+    """(B, T - 1) losses with NaN where the input or the target token is padding."""
     if attention_mask is not None:
         real = attention_mask[:, :-1].bool() & attention_mask[:, 1:].bool()  # (B, T - 1)
         loss = loss.masked_fill(~real, float("nan"))
@@ -168,13 +206,16 @@ def _as_list(positions) -> list:
 
 
 def patch(model, tokenizer, prompt, name: str, value: torch.Tensor, positions=None,
-          attention_mask=None) -> torch.Tensor:
+          attention_mask=None, max_bytes: int | None = RESULT_LIMIT) -> torch.Tensor:
     """Logits with the activation at hook `name` replaced by `value` at `positions` (None: everywhere).
 
     `value` has the hook's shape with the position dimension either full length or len(positions); a batch
-    dimension of 1 is used for every row.
+    dimension of 1 is used for every row. Logits (B, T, vocab) larger than max_bytes are refused up front
+    (None: no limit); a sweep of patches over a long prompt is causal_trace, which reads the last position.
     """
     ids, attention_mask = as_batch(model, tokenizer, prompt, attention_mask)
+    _check_logits("patch", model, ids, max_bytes, "Use a shorter prompt or raise max_bytes; to measure what patches "
+                  "do to the answer, causal_trace reads the last position only.")
     dim = hook_point(model, name).position_dim
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"value must be a tensor with the shape of hook {name!r}; got {type(value).__name__}.")

@@ -22,7 +22,8 @@ import dataclasses
 import torch
 
 from llmlab.checks import as_batch, check_int, is_batch, real_positions, resolve_position, token_id
-from llmlab.inspection.capture import capture, token_strings
+from llmlab.inspection.budget import RESULT_LIMIT, check_size, chunks, logits_row_bytes
+from llmlab.inspection.capture import capture
 from llmlab.inspection.tables import TableResult
 
 
@@ -82,15 +83,20 @@ class LensResult(TableResult):
 
 @torch.no_grad()
 def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = None, positions=None,
-               cache=None, attention_mask=None):
+               cache=None, attention_mask=None, max_bytes: int | None = RESULT_LIMIT):
     """Apply final norm + LM head (model.unembed) to the residual stream after the embedding and every block.
 
     prompt   : text or ids (see capture) -> a LensResult; a list of texts (or a padded (B, T) batch with its
                attention_mask) -> a list of LensResult, one per prompt over its real tokens, from one batched run.
-    cache    : reuse an ActivationCache of this prompt instead of running.
+    cache    : reuse an ActivationCache of this prompt instead of running (it must hold the positions read).
     k        : how many top tokens to keep per cell.
     target   : a token string (must be one token) or id whose rank is tracked in every cell.
     positions: which positions to read (default all), counted within each prompt (-1: its last token).
+    max_bytes: refuse, before running, a result larger than this (rows x positions x k cells; None: no limit).
+
+    Memory: the run keeps the residual stream at the positions read only, its LM head runs at the last
+    position alone, and each row is read through the vocabulary a chunk of positions at a time, so the
+    working tensors stay within llmlab.inspection.budget's working budget however long the prompt.
     """
     if tokenizer is None:
         raise ValueError("logit_lens needs the tokenizer to decode the top tokens: "
@@ -99,42 +105,88 @@ def logit_lens(model, tokenizer, prompt, k: int = 5, target: str | int | None = 
     k = check_int("k", k, low=1, high=model.config.vocab_size)
     target_id = None if target is None else \
         check_int("target", token_id(tokenizer, target), 0, model.config.vocab_size - 1)
+    if cache is not None and attention_mask is None and cache.attention_mask is not None:
+        attention_mask = None if bool(cache.attention_mask.all()) else cache.attention_mask
+    B, T = ids.shape
+    reals = [real_positions(attention_mask, r, T) for r in range(B)]
+    shown = [_shown(positions, len(real)) for real in reals]   # per prompt, counted within it
+    n_cells = (model.config.n_layers + 1) * sum(len(s) for s in shown)
+    check_size(f"This logit lens ({model.config.n_layers + 1} rows x {sum(len(s) for s in shown)} positions, "
+               f"k={k})", n_cells * _cell_bytes(k, target_id is not None), max_bytes,
+               "Read fewer positions (positions=[-1], or range(-20, 0)), a smaller k, or raise max_bytes.")
+    columns = sorted({real[p] for real, s in zip(reals, shown) for p in s})   # the padded columns read
     if cache is None:
         _, cache = capture(model, None, ids, names=["blocks.0.hook_resid_pre", "*hook_resid_post"],
-                           attention_mask=attention_mask)
-    elif attention_mask is None:
-        attention_mask = cache.attention_mask
-    resid = cache.accumulated_resid()  # (L+1, B, T, d)
-    lenses = [_lens_of_row(model, tokenizer, ids[r], resid[:, r], real_positions(attention_mask, r, ids.shape[1]),
-                           k, target_id, positions) for r in range(ids.shape[0])]
+                           positions=None if len(columns) == T else columns, attention_mask=attention_mask,
+                           logits_to_keep=1)  # the head's logits are not read: it runs at the last position alone
+    streams = cache.resid_streams()   # L+1 tensors (B, C, d): after the embedding, after each block
+    where = {c: i for i, c in enumerate(range(T) if cache.positions is None else cache.positions)}
+    missing = [c for c in columns if c not in where]
+    if missing:
+        raise ValueError(f"The cache holds positions {cache.positions} only; the lens reads columns {missing[:8]} "
+                         "too. Capture all positions (no positions=), or pass the lens positions= the cache holds.")
+    decode = _Decoder(tokenizer)
+    lenses = [_lens_of_row(model, decode, ids[r], [s[r] for s in streams], reals[r], [where[reals[r][p]] for p in sh],
+                           sh, k, target_id) for r, sh in enumerate(shown)]
     return lenses if is_batch(prompt, ids) else lenses[0]
 
 
-def _lens_of_row(model, tokenizer, ids, resid, real: list[int], k: int, target_id, positions) -> LensResult:
-    """The lens of one prompt: ids (T,), resid (L+1, T, d), real = the columns holding its real tokens."""
-    n = len(real)
-    positions = list(range(n)) if positions is None else \
+def _shown(positions, n: int) -> list[int]:
+    return list(range(n)) if positions is None else \
         [resolve_position(p, n) for p in ([positions] if isinstance(positions, int) else positions)]
-    resid = resid[:, [real[p] for p in positions]]  # (L+1, P, d)
-    top_ids, top_probs, ranks, target_probs = [], [], [], []
-    for layer_resid in resid:  # one layer at a time keeps memory at (P, vocab)
-        logits = model.unembed(layer_resid.to(model.device)).float()  # (P, vocab); the cache may live elsewhere
-        probs = torch.softmax(logits, dim=-1)          # (P, vocab)
-        p, i = probs.topk(k, dim=-1)                   # (P, k)
-        top_probs.append(p.cpu())
-        top_ids.append(i.cpu())
-        if target_id is not None:
-            # rank by logits: far-off probabilities underflow to 0 and would all tie
-            beat = logits > logits[:, target_id, None]  # (P, vocab)
-            ranks.append(beat.sum(-1).cpu())
-            target_probs.append(probs[:, target_id].cpu())
-    top_ids = torch.stack(top_ids)  # (L+1, P, k)
-    top_tokens = [[[tokenizer.decode([int(t)]) for t in cell] for cell in row] for row in top_ids.tolist()]
+
+
+def _cell_bytes(k: int, tracked: bool) -> int:
+    """What one (row, position) of a LensResult holds: k ids (int64) and probabilities (float32), the list of
+    k token strings (the strings themselves are shared), and the target's rank and probability."""
+    return 12 * k + 56 + 8 * k + (12 if tracked else 0)
+
+
+class _Decoder:
+    """tokenizer.decode([id]) once per id: a lens repeats the same few thousand tokens over and over."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.seen = tokenizer, {}
+
+    def __call__(self, i: int) -> str:
+        if i not in self.seen:
+            self.seen[i] = self.tokenizer.decode([i])
+        return self.seen[i]
+
+
+def _lens_of_row(model, decode, ids, streams, real: list[int], columns: list[int], positions: list[int], k: int,
+                 target_id) -> LensResult:
+    """The lens of one prompt: ids (T,), streams L+1 tensors (C, d), real = the padded columns of its real
+    tokens, columns = where in the streams each position shown lies."""
+    index = torch.tensor(columns, device=streams[0].device)
+    # per position: the logits, their softmax, and with a target the comparison (bool) and its count (int64)
+    parts = chunks(len(columns), logits_row_bytes(model, 2, extra_per_id=0 if target_id is None else 9))
+    cells = []  # per row: top ids (P, k), their probabilities (P, k), the target's rank (P,) and probability (P,)
+    for stream in streams:  # one row at a time, a chunk of positions at a time: memory (chunk, vocab)
+        layer_resid = stream[index]  # (P, d)
+        read = [_read(model, layer_resid[part] if len(parts) > 1 else layer_resid, k, target_id) for part in parts]
+        cells.append([None if got[0] is None else got[0] if len(got) == 1 else torch.cat(got) for got in zip(*read)])
+    top_ids, top_probs, ranks, target_probs = [None if got[0] is None else torch.stack(got) for got in zip(*cells)]
+    top_tokens = [[[decode(t) for t in cell] for cell in row.tolist()] for row in top_ids]   # (L+1, P, k)
     labels = ["embed"] + [f"block {i}" for i in range(model.config.n_layers)]  # row i + 1: after blocks[i]
-    prompt_tokens = token_strings(tokenizer, ids[real])
+    prompt_tokens = [decode(int(ids[real[p]])) for p in positions]
     return LensResult(
-        tokens=[prompt_tokens[p] for p in positions], positions=positions, layer_labels=labels,
-        top_ids=top_ids, top_probs=torch.stack(top_probs), top_tokens=top_tokens,
-        target=None if target_id is None else tokenizer.decode([target_id]), target_id=target_id,
-        target_rank=torch.stack(ranks) if ranks else None, target_prob=torch.stack(target_probs) if ranks else None,
+        tokens=prompt_tokens, positions=positions, layer_labels=labels,
+        top_ids=top_ids, top_probs=top_probs, top_tokens=top_tokens,
+        target=None if target_id is None else decode(target_id), target_id=target_id,
+        target_rank=ranks, target_prob=target_probs,
     )
+
+
+def _read(model, resid, k: int, target_id):
+    """One chunk of one row: resid (P, d) -> top ids, their probabilities (P, k); the target's rank and
+    probability (P,) (None without a target)."""
+    logits = model.unembed(resid.to(model.device)).float()  # (P, vocab); the cache may live elsewhere
+    probs = torch.softmax(logits, dim=-1)                   # (P, vocab)
+    p, i = probs.topk(k, dim=-1)                            # (P, k)
+    if target_id is None:
+        return i.cpu(), p.cpu(), None, None
+    # rank by logits: far-off probabilities underflow to 0 and would all tie
+    beat = logits > logits[:, target_id, None]               # (P, vocab)
+    # a copy of the target's column: a view would keep all of probs alive (on the CPU .cpu() does not copy)
+    return i.cpu(), p.cpu(), beat.sum(-1).cpu(), probs[:, target_id].clone().cpu()

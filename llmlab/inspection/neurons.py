@@ -26,7 +26,7 @@ def neuron_activations(model, tokenizer, text, layer: int, neuron: int, attentio
         raise IndexError(f"neuron {neuron} does not exist; the FFN of this model has {d_ff} neurons (0..{d_ff - 1}).")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "mlp.post")
     ids, attention_mask = as_batch(model, tokenizer, text, attention_mask)
-    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask, logits_to_keep=1)  # not read
     pairs = []
     for row in range(ids.shape[0]):
         real = real_positions(attention_mask, row, ids.shape[1])

@@ -73,8 +73,9 @@ def _patchscope(model, tokenizer, source_ids, source_layer, source_position, tem
     from llmlab.generation import generate
 
     name = hook_name(source_layer, "resid_post")
-    _, cache = capture(model, None, source_ids, names=[name])
-    state = cache[name][0, resolve_position(source_position, source_ids.shape[1], "source_position")]  # (d,)
+    position = resolve_position(source_position, source_ids.shape[1], "source_position")
+    _, cache = capture(model, None, source_ids, names=[name], positions=[position])   # one vector, one head row
+    state = cache[name][0, 0]  # (d,)
 
     ids = as_ids(model, tokenizer, template)
     if target_position is None:

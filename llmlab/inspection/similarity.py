@@ -22,6 +22,7 @@ import torch
 
 from llmlab.checks import as_batch, resolve_layer, resolve_position
 from llmlab.hooks import hook_name
+from llmlab.inspection.budget import RESULT_LIMIT, check_size
 from llmlab.inspection.capture import capture
 
 
@@ -93,24 +94,31 @@ def cka_matrix(reps_a: list[torch.Tensor], reps_b: list[torch.Tensor] | None = N
     return (grams_a @ grams_b.T).float()                                         # (len_a, len_b)
 
 
-def _stack_layers(cache, batch: int = 0) -> torch.Tensor:
-    """Residual stream after the embedding and after every block, row `batch`'s real tokens: (n_layers + 1, T, d)."""
-    return cache.accumulated_resid()[:, batch, cache.real_positions(batch)]  # (L+1, T, d)
+def _layers(cache, batch: int = 0, columns=None) -> list[torch.Tensor]:
+    """Residual stream after the embedding and after every block, row `batch`'s real tokens (or these of its
+    columns): n_layers + 1 tensors (T, d), each taken from the cache alone (no (L+1, B, T, d) copy of it all)."""
+    columns = cache.real_positions(batch) if columns is None else columns
+    return [stream[batch, columns] for stream in cache.resid_streams()]   # L+1 x (T, d)
 
 
-def position_similarity(cache, layer: int | str, batch: int = 0) -> torch.Tensor:
+def position_similarity(cache, layer: int | str, batch: int = 0, max_bytes: int | None = RESULT_LIMIT) -> torch.Tensor:
     """Cosine between every pair of positions at one block's output (-1: the last block; "embed": the
-    embeddings): (T, T)."""
-    resid = _stack_layers(cache, batch)                                    # (L+1, T, d)
-    row = 0 if layer == "embed" else resolve_layer(resid.shape[0] - 1, layer) + 1
-    return cosine_matrix(resid[row])                                       # (T, T)
+    embeddings): (T, T). Refused up front when the (T, T) table (and its float64 working copy) would
+    be larger than max_bytes."""
+    streams = cache.resid_streams()
+    row = 0 if layer == "embed" else resolve_layer(len(streams) - 1, layer) + 1
+    real = cache.real_positions(batch)
+    check_size(f"position_similarity over {len(real)} positions (a {len(real)} x {len(real)} table)",
+               len(real) ** 2 * 12, max_bytes, "Capture fewer positions (capture(..., positions=[...])), a shorter "
+               "prompt, or raise max_bytes.")
+    return cosine_matrix(streams[row][batch, real])                         # (T, T)
 
 
 def layer_similarity(cache, position: int = -1, batch: int = 0) -> torch.Tensor:
     """Cosine between one position's residual vector at every pair of layers: (L+1, L+1)."""
-    resid = _stack_layers(cache, batch)
-    resid = resid[:, resolve_position(position, resid.shape[1])]  # (L+1, d)
-    return cosine_matrix(resid)
+    real = cache.real_positions(batch)
+    column = real[resolve_position(position, len(real))]
+    return cosine_matrix(torch.stack(_layers(cache, batch, [column]))[:, 0])  # (L+1, d) -> (L+1, L+1)
 
 
 def layer_cka(cache_a, cache_b=None, batch: int = 0) -> torch.Tensor:
@@ -118,12 +126,12 @@ def layer_cka(cache_a, cache_b=None, batch: int = 0) -> torch.Tensor:
 
     The rows of each layer's representation are the T positions of the prompt.
     """
-    a = _stack_layers(cache_a, batch)
-    b = a if cache_b is None else _stack_layers(cache_b, batch)
-    if a.shape[1] != b.shape[1]:
-        raise ValueError(f"The two runs have {a.shape[1]} and {b.shape[1]} positions; CKA needs the same inputs. "
-                         "Use the same tokenizer and prompt for both models.")
-    return cka_matrix(list(a), list(b))
+    a = _layers(cache_a, batch)
+    b = a if cache_b is None else _layers(cache_b, batch)
+    if a[0].shape[0] != b[0].shape[0]:
+        raise ValueError(f"The two runs have {a[0].shape[0]} and {b[0].shape[0]} positions; CKA needs the same "
+                         "inputs. Use the same tokenizer and prompt for both models.")
+    return cka_matrix(a, b)
 
 
 @torch.no_grad()
@@ -138,7 +146,7 @@ def prompt_similarity(model, tokenizer, prompts: list[str], layer: int, position
         raise ValueError("prompt_similarity compares several prompts: pass a list of at least two.")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
     ids, attention_mask = as_batch(model, tokenizer, list(prompts))
-    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask, logits_to_keep=1)  # not read
     vectors = []
     for row in range(ids.shape[0]):
         real = cache.real_positions(row)

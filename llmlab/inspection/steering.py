@@ -30,7 +30,7 @@ def mean_resid(model, tokenizer, prompts: list[str], layer: int, position: int |
         raise TypeError("prompts must be a non-empty list of strings; for one prompt use [prompt].")
     name = hook_name(resolve_layer(model.config.n_layers, layer), "resid_post")
     ids, attention_mask = as_batch(model, tokenizer, list(prompts))
-    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask)
+    _, cache = capture(model, None, ids, names=[name], attention_mask=attention_mask, logits_to_keep=1)  # not read
     vectors = []
     for row in range(ids.shape[0]):
         h = cache[name][row, real_positions(attention_mask, row, ids.shape[1])]  # (T_r, d)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from llmlab.inspection.budget import RESULT_LIMIT
 from llmlab.visualization.display import show_token, show_token_ids, text_of_shown
 from llmlab.visualization.grid import as_array, grid_html, legend_html
 from llmlab.visualization.html import LIVE_MODEL, View, css_blue, escape, live_data, pack_unit_floats
@@ -54,6 +55,7 @@ class AttentionView(View):
     """
 
     kind = "attention"
+    BYTES_PER_WEIGHT = 48  # what from_model holds per weight at its peak (float32 x 2, float64 x 4, bytes)
 
     def __init__(self, tokens, weights, layer_labels=None, title=None, layer: int = 0, head: int = 0,
                  query: int | None = None, hide_sink: bool = False, live: bool | None = None):
@@ -86,10 +88,17 @@ class AttentionView(View):
                          title)
 
     @classmethod
-    def from_model(cls, model, tokenizer, prompt, layers=None, title=None, **kwargs) -> "AttentionView":
-        """Run `prompt` (eager attention) and show the patterns of `layers` (default: all)."""
+    def from_model(cls, model, tokenizer, prompt, layers=None, title=None, max_bytes: int | None = RESULT_LIMIT,
+                   **kwargs) -> "AttentionView":
+        """Run `prompt` (eager attention) and show the patterns of `layers` (default: all).
+
+        The view holds layers x heads x T x T weights several times over while it is built (the captured
+        float32 patterns, their float64 copy, the copy without the first key, the packed bytes): about
+        BYTES_PER_WEIGHT bytes per weight. Above max_bytes (None: no limit) it is refused before the run.
+        """
         from llmlab.checks import as_ids
         from llmlab.inspection import capture
+        from llmlab.inspection.budget import check_size
 
         n = model.config.n_layers
         if layers is None:
@@ -100,7 +109,12 @@ class AttentionView(View):
                 raise ValueError(f"layers {wrong} do not exist: this model has {n} layers, numbered 0 to {n - 1} "
                                  f"(or -{n} to -1 from the end). Pick layers in that range.")
             layers = [l % n for l in layers]  # -1 -> the last layer, as Python indexes
-        _, cache = capture(model, tokenizer=tokenizer, prompt=prompt, names=["*hook_pattern"], layers=layers)
+        T, H = as_ids(model, tokenizer=tokenizer, prompt=prompt).shape[1], model.config.n_heads
+        check_size(f"This attention view ({len(layers)} layers x {H} heads x {T} x {T} weights)",
+                   len(layers) * H * T * T * cls.BYTES_PER_WEIGHT, max_bytes, "Show fewer layers (layers=[0, -1]) "
+                   "or a shorter prompt, or raise max_bytes.")
+        _, cache = capture(model, tokenizer=tokenizer, prompt=prompt, names=["*hook_pattern"], layers=layers,
+                           max_bytes=max_bytes, logits_to_keep=1)  # the view reads the weights, not the logits
         weights = torch.stack([cache.pattern(l)[0] for l in layers])  # (L, H, T, T)
         tokens = show_token_ids(tokenizer, as_ids(model, tokenizer=tokenizer, prompt=prompt)[0]) if isinstance(prompt, str) \
             else cache.tokens

@@ -189,7 +189,8 @@ def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: 
 
             model, tokenizer = models.get(model_pick.value)
             with torch.no_grad():
-                logits = model(as_ids(model, tokenizer=tokenizer, prompt=text.value))[0, -1]  # (vocab,)
+                ids = as_ids(model, tokenizer=tokenizer, prompt=text.value)
+                logits = model(ids, logits_to_keep=1)[0, -1]  # (vocab,): the head runs at the last position only
             views[key] = SamplingView.from_logits([text.value], logits, tokenizer, n=n)
         out.value = _page(views[key].static_html(0, temperature.value, top_k.value, top_p.value))
 
@@ -226,14 +227,20 @@ def token_similarity(model, tokenizer, prompt_a: str, prompt_b: str, token_a=-1,
     "low"/"high": (L+1,) 5th and 95th percentiles of the baseline pairs, "tokens": the two chosen tokens}.
     """
     from llmlab.inspection import capture, cosine_matrix
+    from llmlab.inspection.budget import RESULT_LIMIT, check_size
 
-    streams, chosen = [], []
+    streams, chosen, lengths = [], [], []
     for prompt, token in ((prompt_a, token_a), (prompt_b, token_b)):
         if not isinstance(prompt, str) or not prompt:
             raise ValueError(f"prompts must be non-empty strings; got {prompt!r}.")
         ids = tokenizer.encode(prompt)
         chosen.append(_position(tokenizer, ids, token, prompt))
-        _, cache = capture(model, tokenizer, prompt, names=["blocks.0.hook_resid_pre", "*hook_resid_post"])
+        lengths.append(len(ids))
+    check_size(f"token_similarity's table of {lengths[0]} x {lengths[1]} token pairs", lengths[0] * lengths[1] * 12,
+               RESULT_LIMIT, "Use shorter prompts.")            # (Ta, Tb) cosines in float64, then float32
+    for prompt in (prompt_a, prompt_b):
+        _, cache = capture(model, tokenizer, prompt, names=["blocks.0.hook_resid_pre", "*hook_resid_post"],
+                           logits_to_keep=1)                               # the logits are not read
         streams.append(cache.accumulated_resid()[:, 0].float().cpu())     # (L+1, T, d)
     (a, b), (i, j) = streams, chosen
     pair, mean, low, high = [], [], [], []
