@@ -44,9 +44,10 @@ PAGES = [
     "chapters/10_kv_cache_lab",
     "chapters/11_attention_at_scale",
 ]
-# llmlab against transformers and against itself: tiny models of every family, the real models,
-# batched against one at a time
-PARITY_TESTS = ["tests/test_tiny_parity.py", "tests/test_batch_contract.py", "tests/test_stages.py"]
+# llmlab against transformers and against itself: tiny models of every family, both real models,
+# batched against one at a time, every stage against its reference
+PARITY_TESTS = ["tests/test_tiny_parity.py", "tests/test_real_models.py", "tests/test_batch_contract.py",
+                "tests/test_stages.py"]
 
 UNUSUAL = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ATEN_CPU_CAPABILITY": "default",
            "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
