@@ -17,19 +17,10 @@ from llmlab.inspection import (
     ablate, capture, causal_trace, direct_logit_attribution, hooks, logit_diff, logit_lens, top_heads,
 )
 from llmlab.model import Transformer
-from fakes import CharTokenizer
+from fakes import CharTokenizer, tiny
 
 TOK = CharTokenizer()
 TEXTS = ["the cat sat", "a dog ran home fast", "hi"]
-
-
-def tiny(preset="tiny-llama", seed=0):
-    torch.manual_seed(seed)
-    model = Transformer(ModelConfig.preset(preset)).eval()
-    with torch.no_grad():  # larger weights: heads and rows that differ visibly
-        for p in model.parameters():
-            p.mul_(5.0) if p.dim() > 1 else None
-    return model
 
 
 def ids_for(model, T=9, batch=2, seed=1):

@@ -20,7 +20,7 @@ from llmlab.inspection import (
 )
 from llmlab.devices import available_devices
 from llmlab.tokenization import train_bpe
-from fakes import CharTokenizer
+from fakes import CharTokenizer, tiny
 
 TOK = CharTokenizer()
 TEXTS = ["the cat", "a dog ran far", "where is the red house"]
@@ -44,15 +44,6 @@ def head_depth(model):
 
 def block_of(name):
     return int(name.split(".")[1])
-
-
-def tiny(preset, device="cpu"):
-    torch.manual_seed(0)
-    model = Transformer(ModelConfig.preset(preset)).eval().to(device)
-    with torch.no_grad():  # larger weights: attention and lens rows that differ visibly between prompts
-        for p in model.parameters():
-            p.mul_(5.0) if p.dim() > 1 else None
-    return model
 
 
 @pytest.fixture(scope="module", params=[(p, d) for d in available_devices() for p in PRESETS],

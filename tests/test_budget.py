@@ -6,25 +6,14 @@ import pytest
 import torch
 
 from llmlab import assert_same_bits, assert_same_up_to_rounding, forward_depth
-from llmlab.config import ModelConfig
 from llmlab.inspection import (
     ablate, capture, causal_trace, estimate_memory, hooks, logit_lens, memory_budget, patch, position_similarity,
 )
 from llmlab.inspection.budget import check_size, chunks
-from llmlab.model import Transformer
-from fakes import CharTokenizer
+from fakes import CharTokenizer, tiny
 
 TOK = CharTokenizer()
 PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
-
-
-def tiny(preset="tiny-llama", seed=0):
-    torch.manual_seed(seed)
-    model = Transformer(ModelConfig.preset(preset)).eval()
-    with torch.no_grad():           # larger weights than the random init: distinct top tokens
-        for p in model.parameters():
-            p.mul_(5.0) if p.dim() > 1 else None
-    return model
 
 
 def ids_for(model, T=12, batch=1, seed=1):

@@ -17,17 +17,10 @@ from llmlab.inspection import control_labels, probe_accuracy, probe_with_control
 from llmlab.model import Transformer
 from llmlab.numerics import largest_difference, rounding_tolerance
 
+from fakes import tiny
+
 DEVICES = available_devices()
 PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
-
-
-def tiny(preset="tiny-llama", device="cpu", seed=0):
-    torch.manual_seed(seed)
-    model = Transformer(ModelConfig.preset(preset)).eval().to(device)
-    with torch.no_grad():   # random init is tiny; larger weights make every layer matter
-        for p in model.parameters():
-            p.mul_(5.0) if p.dim() > 1 else None
-    return model
 
 
 def ids_for(model, T=7, seed=1):

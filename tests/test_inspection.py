@@ -8,7 +8,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from llmlab.config import ModelConfig
 from llmlab.devices import available_devices
 from llmlab import as_ids, assert_same_bits, assert_same_up_to_rounding, forward_depth
 from llmlab.inspection import (
@@ -17,24 +16,13 @@ from llmlab.inspection import (
     patchscope, position_similarity, prompt_similarity, select_names, steer, steering_vector, top_activating_tokens,
 )
 from llmlab.inspection.capture import hook_shape
-from llmlab.model import Transformer
-from fakes import CharTokenizer
+from fakes import CharTokenizer, tiny
 
 DEVICES = available_devices()
 PRESETS = ["tiny-llama", "tiny-gemma3", "tiny-gpt2"]
 
 
 TOK = CharTokenizer()
-
-
-def tiny(preset="tiny-llama", device="cpu", seed=0):
-    torch.manual_seed(seed)
-    model = Transformer(ModelConfig.preset(preset)).eval().to(device)
-    # random init is tiny; larger weights give attention patterns and lens rows that differ visibly
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(5.0) if p.dim() > 1 else None
-    return model
 
 
 def ids_for(model, T=9, seed=1, batch=1):
