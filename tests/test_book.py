@@ -56,7 +56,7 @@ def test_there_are_chapters():
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.name)
 def test_a_lab_sits_under_its_lesson_and_says_what_it_examines(lab):
-    """NN_name_lab.ipynb: a child of NN_name in the table of contents, titled "# Lab: ...", whose opening
+    """NN_name_lab.ipynb: a child of NN_name in the table of contents, titled "# Lab N: ..." with its chapter's number, whose opening
     paragraph links its lesson and the appendix on reading the evidence."""
     lesson = lab.with_name(lab.name.replace("_lab.ipynb", ".ipynb"))
     assert lesson.exists(), f"{lab.name}: no lesson {lesson.name} beside it"
@@ -65,10 +65,29 @@ def test_a_lab_sits_under_its_lesson_and_says_what_it_examines(lab):
         f"{lab.name}: list it in _toc.yml under `- file: chapters/{lesson.stem}` as `sections: [- file: chapters/{lab.stem}]`"
     markdown = [c for c in json.loads(lab.read_text())["cells"] if c["cell_type"] == "markdown"]
     first = "\n\n".join("".join(c["source"]) for c in markdown[:2])    # the title, then one paragraph
-    assert first.startswith("# Lab: "), f"{lab.name}: the first markdown cell must open with '# Lab: <what it examines>'"
+    number = lab.name.split("_", 1)[0].lstrip("0") or "0"
+    assert first.startswith(f"# Lab {number}: "), \
+        f"{lab.name}: the first markdown cell must open with '# Lab {number}: <what it examines>'"
     assert re.search(r"\{doc\}`(?:[^`<]*<)?" + re.escape(lesson.stem) + r">?`", first), \
         f"{lab.name}: the opening paragraph must link the lesson with {{doc}}`{lesson.stem}`"
     assert re.search(r"\{doc\}`(?:[^`<]*<)?appendix_evidence>?`", first), f"{lab.name}: the opening paragraph must link {{doc}}`appendix_evidence`"
+
+
+LESSON_PATH = [entry for entry, parent in toc_entries() if parent is None and re.match(r"chapters/\d", entry)]
+
+
+@pytest.mark.parametrize("position", range(len(LESSON_PATH)), ids=lambda i: LESSON_PATH[i].split("/")[1])
+def test_a_lesson_ends_with_one_click_to_the_next_lesson_and_to_its_lab(position):
+    """The lesson path is one click at a time: the last cell of every lesson links the next lesson (the
+    sidebar's "next" leads into the lab) and the chapter's lab, named "Lab N"."""
+    lesson = ROOT / (LESSON_PATH[position] + ".ipynb")
+    last = "".join(json.loads(lesson.read_text())["cells"][-1]["source"])
+    number = lesson.name.split("_", 1)[0].lstrip("0") or "0"
+    assert last.startswith("**Where next.**"), f"{lesson.name}: end the lesson with a '**Where next.**' paragraph"
+    assert f"{{doc}}`Lab {number} <{lesson.stem}_lab>`" in last, f"{lesson.name}: link the lab as {{doc}}`Lab {number} <{lesson.stem}_lab>`"
+    if position + 1 < len(LESSON_PATH):
+        following = LESSON_PATH[position + 1].split("/")[1]
+        assert f"{{doc}}`{following}`" in last, f"{lesson.name}: link the next lesson, {{doc}}`{following}`"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)

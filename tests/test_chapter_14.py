@@ -48,7 +48,7 @@ def test_the_chapter_opens_with_the_ramp():
 def test_the_lab_holds_the_evidence_and_the_lesson_none_of_it():
     lesson = "\n".join(cells("markdown"))
     lab = "\n".join(cells("markdown", page=LAB))
-    assert lab.startswith("# Lab: ") and "{doc}`14_contextual_representations`" in lab and "{doc}`appendix_evidence`" in lab
+    assert lab.startswith("# Lab 14: ") and "{doc}`14_contextual_representations`" in lab and "{doc}`appendix_evidence`" in lab
     for baseline in ["bag of input embeddings", "slot word's own embedding", "random vectors", "control"]:
         assert baseline in lab.replace("**", ""), baseline
     before_exercises = re.sub(r"\(data:image[^)]*\)", "", lesson.split("```{exercise} Linear CKA")[0])

@@ -55,7 +55,7 @@ def test_the_chapter_opens_with_the_idea_and_its_diagram_before_any_code():
     # the evidence is in the lab: KL and nats are taught there, intervals are drawn there, and the lesson uses neither
     lesson = unfolded_markdown()
     lab = unfolded_markdown(LAB)
-    assert lab.startswith("# Lab: ") and "{doc}`15_logit_lens`" in lab and "{doc}`appendix_evidence`" in lab
+    assert lab.startswith("# Lab 15: ") and "{doc}`15_logit_lens`" in lab and "{doc}`appendix_evidence`" in lab
     assert "{doc}`15_logit_lens_lab`" in lesson
     assert "**Kullback-Leibler divergence**" in lab and "**nat**" in lab
     for term in ["KL", "nats", "95%", "interval"]:

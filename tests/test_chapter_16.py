@@ -59,7 +59,7 @@ def test_the_lesson_is_the_newcomer_s_path_and_points_to_the_lab():
 def test_the_lab_patches_every_head_and_compares_with_attribution():
     lab = prose(LAB)
     code = "\n".join(cells(LAB, "code"))
-    assert lab.startswith("# Lab: ") and "{doc}`appendix_evidence`" in lab
+    assert lab.startswith("# Lab 16: ") and "{doc}`appendix_evidence`" in lab
     assert "n_layers * n_heads" in code and "GrowingKVCache" in code          # all 270 heads, one batch
     # the expert's findings are pinned by hidden asserts that the build runs
     assert "assert best[0] != by_attribution[0] and patching[best[0]] > patching[by_attribution[0]]" in code
