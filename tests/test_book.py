@@ -249,3 +249,26 @@ def test_every_chapter_has_a_colab_link_to_its_notebook():
         else:   # a lab without exercises: nothing to practise, so no practise copy and no link to one
             assert not practise and "Colab: practise" not in page, notebook.name
             assert not (ROOT / "practise" / notebook.name).exists(), notebook.name
+
+
+VIEW = re.compile(r'<div class="llmlab-view llmlab-(\w+)" id="[^"]+"')
+LIVE_BOX = re.compile(r'"live":\s*\{"prompt"')
+
+
+@pytest.mark.parametrize("lesson", LESSON_PATH, ids=lambda p: p.split("/")[1])
+def test_every_lesson_has_a_view_and_promises_only_what_it_has(lesson):
+    """Every built lesson holds at least one of llmlab's views that works in the static page (drawn by its
+    own script, or a chart drawn in Python), and no text on it mentions a "Run live" box unless one of
+    its views has one (the view's data asks for the live prompt box)."""
+    for language in ("", "zh/"):
+        path = HTML / language / (lesson + ".html")
+        if not path.exists():
+            pytest.fail(f"{path} is missing: build the book first with `make book`")
+        page = path.read_text(encoding="utf-8")
+        views = VIEW.findall(page) + re.findall(r'<svg xmlns="http://www.w3.org/2000/svg"[^>]*role="img"', page)
+        assert views, f"{language}{lesson}: no view that works in the static page (an llmlab view or explorer)"
+        text = re.sub(r"<script\b.*?</script>", " ", page, flags=re.S)
+        text = re.sub(r"<[^>]+>", " ", text)
+        promises = "Run live" in text or "needs a running Python kernel" in text
+        assert not promises or LIVE_BOX.search(page), \
+            f"{language}{lesson}: the page speaks of a Run live box but none of its views has one"

@@ -6,7 +6,7 @@ import llmlab
 from llmlab.visualization import (
     attention_explorer, lens_explorer, sampling_explorer, similarity_explorer, tokenizer_explorer,
 )
-from llmlab.visualization.widgets import KernelNote, token_similarity
+from llmlab.visualization.widgets import StaticHTML, token_similarity
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +54,20 @@ def test_similarity_explorer_says_what_is_wrong(smol):
     assert "is not one of the tokens" in output_of(box).value
 
 
-def test_explorers_show_a_note_in_the_built_book(smol, monkeypatch):
+def test_explorers_show_their_opening_view_in_the_built_book(smol, monkeypatch):
+    """In the built book no kernel redraws the widgets: each explorer is the view of its opening settings,
+    which works in the static page; the views the live model can rerun carry its "Run live" box."""
+    from llmlab.visualization import AttentionView, LensView, SamplingView, TokensView
+
     monkeypatch.setenv("LLMLAB_BOOK_BUILD", "1")
-    for explorer in (attention_explorer, lens_explorer, sampling_explorer, similarity_explorer):
-        note = explorer(smol)
-        assert isinstance(note, KernelNote) and "needs a running Python kernel" in note._repr_html_()
-    assert isinstance(tokenizer_explorer({"SmolLM2": smol[1]}), KernelNote)
+    attention = attention_explorer(smol, prompt="The cat sat", layer=3, head=2)
+    assert isinstance(attention, AttentionView) and (attention.data["layer"], attention.data["head"]) == (3, 2)
+    lens = lens_explorer(smol, prompt="The capital of France is", target=" Paris")
+    sampling = sampling_explorer(smol, prompt="Once upon a time")
+    tokens = tokenizer_explorer({"SmolLM2": smol[1]}, text="unbelievable")
+    for view, kind in ((attention, AttentionView), (lens, LensView), (sampling, SamplingView), (tokens, TokensView)):
+        assert isinstance(view, kind) and view.data["live"]["prompt"], kind       # the "Run live" box
+        assert "needs a running Python kernel" not in view._repr_html_()
+    assert sampling.data["prompts"] == ["Once upon a time"]
+    chart = similarity_explorer(smol)
+    assert isinstance(chart, StaticHTML) and "<svg" in chart._repr_html_() and "baseline" in chart._repr_html_()

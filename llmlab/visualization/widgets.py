@@ -12,8 +12,11 @@ Hovering a cell shows its value through the cell's tooltip.
 name -> a name for llmlab.load (loaded the first time it is picked).
 
 Without a kernel there is nothing to redraw the widgets: when the book is built (`make book` sets
-LLMLAB_BOOK_BUILD=1), every explorer returns a short note instead (`KernelNote`) that says how to run
-it, and the page's own views offer the "Run live" box. Works with ipywidgets 7.x and 8.x.
+LLMLAB_BOOK_BUILD=1), every explorer returns instead the view of its opening settings, drawn for the
+static page (`book_view`): the attention, lens, sampling and token views keep their own pickers and
+sliders there, and their "Run live" box reruns them on SmolLM2-135M in the reader's browser; the
+similarity explorer shows its chart. So every page that calls an explorer has a view that works
+without Python. Works with ipywidgets 7.x and 8.x.
 """
 from __future__ import annotations
 
@@ -30,20 +33,43 @@ from llmlab.visualization.table_views import LensView
 from llmlab.visualization.token_views import TokensView
 
 
-class KernelNote:
-    """What an explorer shows in the built book, where no Python kernel runs: how to run it."""
+class StaticHTML:
+    """HTML shown as it is (a chart drawn in Python), for `book_view`."""
 
-    def __init__(self, call: str):
-        self.call = call
+    def __init__(self, html_text: str):
+        self.html = html_text
 
     def _repr_html_(self) -> str:
-        return (f'<div class="llmlab-kernel-note" style="border-left:3px solid #9ab;padding:4px 10px;margin:6px 0;'
-                f'background:#f6fafd;font-size:0.92em">This explorer (<code>{html.escape(self.call)}</code>) needs a '
-                f"running Python kernel: open this chapter in Colab or Jupyter to use it. On this page, the views "
-                f"have a <b>Run live</b> box that runs SmolLM2-135M in your browser.</div>")
+        return self.html
 
-    def __repr__(self) -> str:
-        return f"{self.call}: needs a running Python kernel (open the chapter in Colab or Jupyter)."
+
+def book_view(explorer: str, models, **settings):
+    """What `explorer` shows in the built book, where no Python kernel runs: its view at the opening
+    settings (the first model, the given prompt, block and head), drawn for the static page.
+
+    For example `book_view("sampling_explorer", (model, tokenizer), prompt="The capital of France is", n=15)`
+    is the SamplingView of that prompt, with its sliders and its "Run live" box.
+    """
+    if explorer == "tokenizer_explorer":
+        return TokensView.from_tokenizers(settings["text"], models)
+    model, tokenizer = Models(models).get(Models(models).names[0])
+    if explorer == "attention_explorer":
+        return AttentionView.from_model(model, tokenizer, settings["prompt"], layer=settings["layer"],
+                                        head=settings["head"])
+    if explorer == "lens_explorer":
+        return LensView.from_model(model, tokenizer, settings["prompt"], target=settings["target"], k=settings["k"])
+    if explorer == "sampling_explorer":
+        from llmlab.checks import as_ids
+
+        with torch.no_grad():
+            logits = model(as_ids(model, tokenizer=tokenizer, prompt=settings["prompt"]), logits_to_keep=1)[0, -1]
+        return SamplingView.from_logits([settings["prompt"]], logits, tokenizer, n=settings["n"], live=True)
+    if explorer == "similarity_explorer":
+        result = token_similarity(model, tokenizer, settings["prompt_a"], settings["prompt_b"], settings["token_a"],
+                                  settings["token_b"])
+        return StaticHTML(_page(similarity_svg(result)))
+    raise ValueError(f"{explorer!r} is not one of llmlab's explorers: attention_explorer, lens_explorer, "
+                     f"sampling_explorer, tokenizer_explorer, similarity_explorer.")
 
 
 def _in_book_build() -> bool:
@@ -92,7 +118,7 @@ def attention_explorer(models, prompt: str = "The cat sat on the mat because it 
                        head: int = 0):
     """Prompt box, model/layer/head pickers, and the attention map of the chosen head."""
     if _in_book_build():
-        return KernelNote("attention_explorer")
+        return book_view("attention_explorer", models, prompt=prompt, layer=layer, head=head)
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -130,7 +156,7 @@ def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", ta
                   k: int = 5):
     """Prompt box, optional target token, model picker, and the logit-lens table (hover cells for top-k)."""
     if _in_book_build():
-        return KernelNote("lens_explorer")
+        return book_view("lens_explorer", models, prompt=prompt, target=target, k=k)
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -155,7 +181,7 @@ def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", ta
 def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into pieces: unbelievable, 天气很好!"):
     """Text box and each tokenizer's pieces, coloured, with ids as tooltips."""
     if _in_book_build():
-        return KernelNote("tokenizer_explorer")
+        return book_view("tokenizer_explorer", tokenizers, text=text)
     W = _widgets()
     box = W.Textarea(value=text, description="text", continuous_update=True, layout=W.Layout(width="70%"))
     out = W.HTML()
@@ -171,7 +197,7 @@ def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into
 def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: int = 15):
     """Prompt box and temperature / top-k / top-p sliders over the model's next-token distribution."""
     if _in_book_build():
-        return KernelNote("sampling_explorer")
+        return book_view("sampling_explorer", models, prompt=prompt, n=n)
     W = _widgets()
     models = Models(models)
     text = W.Text(value=prompt, description="prompt", continuous_update=False, layout=W.Layout(width="60%"))
@@ -293,7 +319,8 @@ def similarity_explorer(models, prompt_a: str = "I sat on the bank of the river.
     baseline (how similar unrelated tokens already are at that layer). A token is given as its text
     (" bank", the last occurrence) or as a position (-1 = the last token)."""
     if _in_book_build():
-        return KernelNote("similarity_explorer")
+        return book_view("similarity_explorer", models, prompt_a=prompt_a, prompt_b=prompt_b, token_a=token_a,
+                         token_b=token_b)
     W = _widgets()
     models = Models(models)
     box_a = W.Text(value=prompt_a, description="prompt a", continuous_update=False, layout=W.Layout(width="60%"))
