@@ -101,6 +101,57 @@ class ByteLevelBPE(Tokenizer):
             ids.extend(chunk_ids)
         return ids
 
+    def encode_iterable(self, texts, allowed_special: str = "all"):
+        """Ids of the strings of `texts` joined together, produced as the strings come: the same ids as
+        ``encode("".join(texts), add_special_tokens=False)``, for a corpus too large to hold (a text file
+        opened for reading yields its lines). Only the unfinished end of the text is kept: its last
+        pre-split chunk and the whitespace before it, which the next string may change, and a possible
+        start of a special token ("<|endof" before "text|>").
+
+        >>> tok = ByteLevelBPE([bytes([b]) for b in range(256)], [], "gpt2", {"<|end|>": 256})
+        >>> list(tok.encode_iterable(["hi <|e", "nd|>!"])) == tok.encode("hi <|end|>!")
+        True
+        """
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_iterable takes an iterable of strings (e.g. an open text file, or a list of "
+                            "lines); for one string use encode(text).")
+        whole = self.special_tokens if allowed_special == "all" else {}
+        whole = {**whole, **self.added_tokens}
+        starts = {token[:k] for token in whole for k in range(1, len(token))}   # proper prefixes of whole tokens
+        longest = max(map(len, whole), default=1)
+        carry = ""
+        for text in texts:
+            if not isinstance(text, str):
+                raise TypeError(f"encode_iterable expects strings; got {type(text).__name__}. Open files in text "
+                                f"mode (open(path, encoding='utf-8')).")
+            carry += text
+            if not carry:
+                continue
+            cut = self._unfinished_from(carry, allowed_special, starts, longest)
+            if cut > 0:
+                yield from self.encode(carry[:cut], add_special_tokens=False, allowed_special=allowed_special)
+                carry = carry[cut:]
+        if carry:
+            yield from self.encode(carry, add_special_tokens=False, allowed_special=allowed_special)
+
+    def _unfinished_from(self, text: str, allowed_special: str, starts: set, longest: int) -> int:
+        """Where the part of `text` that more text could still change begins: its last pre-split chunk
+        (or last whole token), or an earlier end that may be the start of a special token."""
+        last, token_id = list(self._pieces(text, allowed_special))[-1]
+        cut = len(text) - len(last)
+        if token_id is None:
+            # the last chunk, and the whitespace chunks before it: whitespace splits by what follows it
+            # ("\n\n" before a letter is "\n", "\n"; at the end of a text it is one chunk "\n\n")
+            chunks = pre_split(last, self.patterns)
+            k = len(chunks) - 1
+            while k > 0 and chunks[k - 1].isspace():
+                k -= 1
+            cut = len(text) - sum(map(len, chunks[k:]))
+        for k in range(min(longest - 1, len(text)), 0, -1):
+            if text[-k:] in starts:
+                return min(cut, len(text) - k)
+        return cut
+
     def encode_chunk(self, chunk: str) -> list:
         """BPE on one pre-split chunk: its bytes, then the learned merges, earliest first."""
         byte_ids = [self.byte_ids[b] for b in chunk.encode("utf-8")]
