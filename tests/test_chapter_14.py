@@ -54,7 +54,7 @@ def test_the_lab_holds_the_evidence_and_the_lesson_none_of_it():
     before_exercises = re.sub(r"\(data:image[^)]*\)", "", lesson.split("```{exercise} Linear CKA")[0])
     for term in ["95%", "interval", "CKA", "Gram", "bootstrap", "KL"]:      # a lesson teaches none of these
         assert not re.search(rf"\b{re.escape(term)}", before_exercises), term
-    assert "{doc}`14_contextual_representations_lab`" in lesson
+    assert "{doc}`Lab 14 <14_contextual_representations_lab>`" in lesson
     # the old conclusion ("not in the words; it is computed") is gone: the slot word alone reads the sense
     assert "it is computed" not in lab and "is largely **in the word**" in lab
 

@@ -30,17 +30,17 @@ def unfolded_markdown(page=CHAPTER) -> str:
     return re.sub(r"```\{(dropdown|solution)\}.*?\n```", "", text, flags=re.S)
 
 
-def chapter_function(name: str, **namespace):
-    """Compile the function `name` that the chapter defines inline."""
-    for kind, source, tags in cells():
+def chapter_function(name: str, page=CHAPTER, **namespace):
+    """Compile the function `name` that the chapter (or its lab) defines inline."""
+    for kind, source, tags in cells(page):
         if kind != "code" or "colab-setup" in tags:
             continue
         for node in ast.parse(source).body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
                 namespace.setdefault("torch", torch)
-                exec(compile(ast.Module([node], []), str(CHAPTER), "exec"), namespace)
+                exec(compile(ast.Module([node], []), str(page), "exec"), namespace)
                 return namespace[name]
-    raise AssertionError(f"chapter 15 defines no function {name}")
+    raise AssertionError(f"{page.name} defines no function {name}")
 
 
 def test_the_chapter_opens_with_the_idea_and_its_diagram_before_any_code():
@@ -56,7 +56,7 @@ def test_the_chapter_opens_with_the_idea_and_its_diagram_before_any_code():
     lesson = unfolded_markdown()
     lab = unfolded_markdown(LAB)
     assert lab.startswith("# Lab 15: ") and "{doc}`15_logit_lens`" in lab and "{doc}`appendix_evidence`" in lab
-    assert "{doc}`15_logit_lens_lab`" in lesson
+    assert "<15_logit_lens_lab>`" in lesson
     assert "**Kullback-Leibler divergence**" in lab and "**nat**" in lab
     for term in ["KL", "nats", "95%", "interval"]:
         assert not re.search(rf"\b{term}\b", re.sub(r"\(data:image[^)]*\)", "", lesson)), term
@@ -107,13 +107,16 @@ def test_activation_patching_is_defined_at_the_label_chapter_16_links_to():
 
 
 def test_every_exercise_check_says_why_it_passes_in_the_book():
-    notebook = cells()
-    checks = [i for i, (kind, source, _) in enumerate(notebook)
-              if kind == "code" and re.search(r"^(?:\w+ = )?check\(\"(\w+)\"", source, re.M)]
-    assert len(checks) == 4
-    for i in checks:
-        exercise = next(source for kind, source, _ in reversed(notebook[:i]) if "{exercise}" in source)
-        assert "reference solution" in exercise and "Passed" in exercise
+    """The Exercises section of the lesson and of the lab opens by saying why a check shows "Passed" in the book."""
+    for page, n_checks in [(CHAPTER, 2), (LAB, 2)]:
+        notebook = cells(page)
+        checks = [kind == "code" and re.search(r"^(?:\w+ = )?check\(\"(\w+)\"", source, re.M) is not None
+                  for kind, source, _ in notebook]
+        assert sum(checks) == n_checks
+        exercises = "\n".join(source for kind, source, _ in notebook if kind == "markdown").split("## Exercises", 1)[1]
+        assert exercises.lstrip().startswith("Each exercise gives its statement, then a folded cell with the reference "
+                                             "solution, then a check.")
+        assert "reference solution" in exercises and "Passed" in exercises
 
 
 def test_token_states_reads_what_capture_reads():
@@ -129,7 +132,7 @@ def test_token_states_reads_what_capture_reads():
     model = Transformer(ModelConfig.preset("tiny-llama")).eval()
     tok = CharTokenizer()
     tok.encode_batch = lambda texts: pad_left([tok.encode(t) for t in texts], 0)   # left padding, like llmlab
-    token_states = chapter_function("token_states", hook_name=hook_name, hooks=hooks, capture=capture)
+    token_states = chapter_function("token_states", page=LAB, hook_name=hook_name, hooks=hooks, capture=capture)
     texts = ["abcab", "ba", "cabbage"]
     last = token_states(model, tok, texts)                        # (L+1, 3, d)
     every = token_states(model, tok, texts, every_token=True)     # (L+1, n_tokens, d)
@@ -148,7 +151,7 @@ def test_token_states_reads_what_capture_reads():
 def test_the_chapter_s_tuned_lens_passes_its_check_and_falls_back_to_the_logit_lens():
     from llmlab.exercises import check
 
-    tuned_lens = chapter_function("tuned_lens")
+    tuned_lens = chapter_function("tuned_lens", page=LAB)
     assert check("tuned_lens", tuned_lens, quiet=True).passed
     g = torch.Generator().manual_seed(0)
     stream = torch.randn(4, 30, 8, generator=g)

@@ -48,8 +48,8 @@ def test_every_name_the_prose_quotes_is_glued(page):
 
 def test_the_lesson_is_the_newcomer_s_path_and_points_to_the_lab():
     lesson = prose(LESSON)
-    assert "{doc}`16_steering_and_patchscopes_lab`" in lesson
-    own = "\n\n".join(p for p in lesson.split("\n\n") if "_lab`" not in p)   # the pointers to the lab left out
+    assert "{doc}`Lab 16 <16_steering_and_patchscopes_lab>`" in lesson
+    own = "\n\n".join(p for p in lesson.split("\n\n") if "_lab>`" not in p)   # the pointers to the lab left out
     for term in ["95%", "interval", "mean_ci", "bootstrap"]:
         assert term not in own, term
     assert len(lesson.split()) < 2600

@@ -66,14 +66,23 @@ def test_the_idea_and_its_diagram_come_before_any_code(path):
     assert script.exists(), f"{path.name}: {diagram.group(1)} has no script {script.name} in figures/"
 
 
+EXERCISES_OPENER = ("Each exercise gives its statement, then a folded cell with the reference solution, then a check. "
+                    'The book runs the checks on the reference solutions, so they show "Passed"; in your practise copy '
+                    "they check the code you write.")
+
+
 @pytest.mark.parametrize("path", CHAPTERS_0_4, ids=lambda p: p.stem)
 def test_every_exercise_check_says_why_it_passes_in_the_book(path):
     notebook = cells(path)
+    prose = "".join("".join(c["source"]) for c in notebook if c["cell_type"] == "markdown")
     checks = 0
     for number, cell in enumerate(notebook):
         if cell["cell_type"] == "code" and re.match(r"\s*(from llmlab.exercises import check\s*)?check\(",
                                                      "".join(cell["source"])):
             checks += 1
+            if "solution" in tags(notebook[number - 1]):   # statement, folded solution, check: the section says why
+                assert EXERCISES_OPENER in prose, f"{path.name}: the Exercises section lacks its opening sentence"
+                continue
             before = "".join(notebook[number - 1]["source"])
             assert "reference solution" in before and "Passed" in before, f"{path.name} cell {number}"
     assert checks > 0 or path.stem == "00_setup", f"{path.name}: no exercise check found"

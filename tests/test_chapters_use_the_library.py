@@ -13,7 +13,7 @@ CHAPTERS = sorted((Path(__file__).resolve().parent.parent / "chapters").glob("*.
 
 RULES = {
     r"torch\.tensor\(\[\s*\w+\.encode\(": "a hand-written ids tensor: use llmlab.as_ids(model, tok, text)",
-    r"""f["']blocks\.\{""": "a hand-written hook name: use hook_name(layer, point)",
+    r"""f["']blocks\.\{[^"']*hook""": "a hand-written hook name: use hook_name(layer, point)",   # not a weight's name
     r"\.register_forward_hook\(": "a raw torch hook: read with capture(...), write with hooks(...)",
     r"from llmlab\.inspection\.\w+ import": "a submodule path: import from llmlab.inspection",
     r"from llmlab\.generation import .*pad_left": "pad_left lives in llmlab.tokenization (or use tok.encode_batch)",

@@ -174,3 +174,53 @@ def test_encode_iterable_on_smollm2_s_tokenizer():
         cuts = sorted(set(rng.integers(1, len(text), int(rng.integers(5, 500))).tolist()))
         parts = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
         assert list(tok.encode_iterable(parts)) == expected
+
+
+def reference_merges(text: str, n: int, pattern: str) -> list:
+    """GPT-2's and CS336's rule, written the plain way: pre-split, count pairs of bytes within chunks, merge
+    the most frequent pair, ties to the lexicographically greatest (left bytes, right bytes)."""
+    from collections import Counter
+
+    from llmlab.tokenization.patterns import pre_split, resolve_patterns
+
+    words = Counter(tuple(bytes([b]) for b in chunk.encode("utf-8")) for chunk in pre_split(text, resolve_patterns(pattern)))
+    merges = []
+    for _ in range(n):
+        counts = Counter()
+        for word, freq in words.items():
+            for pair in zip(word, word[1:]):
+                counts[pair] += freq
+        if not counts:
+            break
+        best = max(counts, key=lambda pair: (counts[pair], pair))
+        merges.append(best)
+        merged = Counter()
+        for word, freq in words.items():
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] += freq
+        words = merged
+    return merges
+
+
+def test_the_greatest_bytes_tie_break_reproduces_gpt2_style_merges():
+    from llmlab.tokenization import train_bpe
+    from llmlab.tokenization.train import train_bpe_naive
+
+    text = "low lower lowest newer wider ab ba cd dc xy yx hug pug pun bun hugs " * 4 + "the cat sat on the mat"
+    expected = reference_merges(text, 40, "gpt2")
+    ours = train_bpe(text, 256 + 40, pattern="gpt2", tie_break="greatest_bytes")
+    learned = [(ours.token_bytes[s.pair[0]], ours.token_bytes[s.pair[1]]) for s in ours.merge_history]
+    assert learned == expected
+    naive = train_bpe_naive(text, 256 + 40, pattern="gpt2", tie_break="greatest_bytes")
+    assert [s.pair for s in naive.merge_history] == [s.pair for s in ours.merge_history]
+    default = train_bpe(text, 256 + 40, pattern="gpt2")             # llmlab's own rule: the smallest pair of ids
+    assert [s.pair for s in default.merge_history] != [s.pair for s in ours.merge_history]
+    with pytest.raises(ValueError, match="tie_break must be one of"):
+        train_bpe(text, 300, tie_break="largest")

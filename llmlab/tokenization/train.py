@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import regex
 
-from llmlab.tokenization.bpe import count_and_pick, get_pair_counts, merge
+from llmlab.tokenization.bpe import get_pair_counts, merge
 from llmlab.tokenization.bytelevel import ByteLevelBPE
 from llmlab.tokenization.patterns import pre_split, resolve_patterns
 
@@ -35,6 +35,35 @@ class MergeStep(NamedTuple):
     new_id: int       # the id of the new token
     count: int        # how often the pair occurred in the corpus at that moment
     token: bytes      # the bytes the new token stands for
+
+
+TIE_BREAKS = ("smallest", "greatest_bytes")
+
+
+class _Greatest:
+    """Orders byte pairs in reverse, so that a min-heap pops the lexicographically greatest first."""
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __lt__(self, other):
+        return self.key > other.key
+
+    def __eq__(self, other):
+        return self.key == other.key
+
+
+def _tie_key(tie_break: str, token_bytes: list):
+    """Among pairs of equal count, which merges first: the one with the smallest key.
+    "smallest": the pair of smallest ids (llmlab's convention: the first bytes in byte order, and older
+    tokens before newer ones). "greatest_bytes": the pair whose bytes are greatest, compared as
+    (bytes of the left token, bytes of the right token), as GPT-2's trainer and Stanford CS336's do."""
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}; got {tie_break!r}.")
+    if tie_break == "smallest":
+        return lambda pair: pair
+    return lambda pair: _Greatest((token_bytes[pair[0]], token_bytes[pair[1]]))
 
 
 def _unique_chunks(text: str, patterns: list, special_tokens: list) -> tuple:
@@ -73,13 +102,16 @@ def _finish(history: list, patterns: list, special_tokens: list) -> ByteLevelBPE
     return tok
 
 
-def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), verbose: bool = False) -> ByteLevelBPE:
+def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), verbose: bool = False,
+              tie_break: str = "smallest") -> ByteLevelBPE:
     """Learn a byte-level BPE vocabulary of ``vocab_size`` tokens (bytes + merges + special tokens).
 
     pattern: the pre-split regex, a name from ``PATTERNS`` ("gpt2", "gpt4", ...) or a regex.
     special_tokens: e.g. ["<|endoftext|>"]; they get the last ids and are never split.
     Returns a tokenizer whose ``merge_history`` lists every ``MergeStep`` in order. Training stops
-    early if the corpus runs out of pairs. Ties go to the smallest pair (deterministic).
+    early if the corpus runs out of pairs. Ties go to the smallest pair of ids (deterministic);
+    tie_break="greatest_bytes" breaks them as GPT-2's trainer and Stanford CS336 do instead (the
+    lexicographically greatest pair of bytes), which reproduces their merge lists.
 
     >>> tok = train_bpe("aaabdaaabac", 256 + 3, pattern=r".+")   # one chunk; 97 = "a", 98 = "b"
     >>> [(s.pair, s.new_id, s.count) for s in tok.merge_history]   # "aa", then "ab", then "aaab"
@@ -89,23 +121,25 @@ def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), ver
     n_merges = _check(text, vocab_size, special_tokens)
     patterns = resolve_patterns(pattern)
     words, freqs = _unique_chunks(text, patterns, special_tokens)
+    history, token_bytes = [], [bytes([b]) for b in range(256)]
+    tie = _tie_key(tie_break, token_bytes)
 
     counts, where = {}, defaultdict(set)          # pair -> count in corpus; pair -> chunks containing it
     for w, word in enumerate(words):
         for pair in zip(word, word[1:]):
             counts[pair] = counts.get(pair, 0) + freqs[w]
             where[pair].add(w)
-    heap = [(-c, pair) for pair, c in counts.items()]
+    heap = [(-c, tie(pair), pair) for pair, c in counts.items()]
     heapq.heapify(heap)
 
-    history, token_bytes = [], [bytes([b]) for b in range(256)]
     for new_id in range(256, 256 + n_merges):
-        while heap and counts.get(heap[0][1]) != -heap[0][0]:
+        while heap and counts.get(heap[0][2]) != -heap[0][0]:
             heapq.heappop(heap)                   # stale entry: that pair's count has changed since
         if not heap:
             break                                 # no pairs left: every chunk is a single token
-        count, pair = -heap[0][0], heap[0][1]
+        count, pair = -heap[0][0], heap[0][2]
         a, b = pair
+        token_bytes.append(token_bytes[a] + token_bytes[b])   # the new token's bytes (the tie-break reads them)
         changed = set()
         for w in where.pop(pair):
             word, freq = words[w], freqs[w]
@@ -128,17 +162,17 @@ def train_bpe(text: str, vocab_size: int, pattern="gpt4", special_tokens=(), ver
             words[w] = new_word
         for p in changed:
             if counts[p] > 0:
-                heapq.heappush(heap, (-counts[p], p))
+                heapq.heappush(heap, (-counts[p], tie(p), p))
             else:
                 del counts[p]
-        token_bytes.append(token_bytes[pair[0]] + token_bytes[pair[1]])
         history.append(MergeStep(pair, new_id, count, token_bytes[-1]))
         if verbose and (new_id - 255) % 500 == 0:
             print(f"merge {new_id - 255}/{n_merges}: {pair} -> {new_id} {token_bytes[-1]!r} ({count} times)")
     return _finish(history, patterns, special_tokens)
 
 
-def train_bpe_naive(text: str, vocab_size: int, pattern="gpt4", special_tokens=()) -> ByteLevelBPE:
+def train_bpe_naive(text: str, vocab_size: int, pattern="gpt4", special_tokens=(),
+                    tie_break: str = "smallest") -> ByteLevelBPE:
     """The same training, recounting every pair after every merge (slow; for teaching and the benchmark).
 
     Uses the same unique chunks as ``train_bpe`` and the same tie-break, so it learns the same merges.
@@ -148,11 +182,12 @@ def train_bpe_naive(text: str, vocab_size: int, pattern="gpt4", special_tokens=(
     patterns = resolve_patterns(pattern)
     words, freqs = _unique_chunks(text, patterns, special_tokens)
     history, token_bytes = [], [bytes([b]) for b in range(256)]
+    tie = _tie_key(tie_break, token_bytes)
     for new_id in range(256, 256 + n_merges):
         counts = {}
         for word, freq in zip(words, freqs):
             get_pair_counts(word, counts, weight=freq)
-        pair = count_and_pick(counts)
+        pair = min(counts, key=lambda p: (-counts[p], tie(p))) if counts else None
         if pair is None:
             break
         words = [merge(word, pair, new_id) for word in words]
