@@ -857,6 +857,45 @@ WRONG += [("tuned_lens", tuned_lens_fit_on_held_out, ["held-out rows (~train)"])
           ("tuned_lens", tuned_lens_no_ridge, ["ridge * torch.eye(d)"])]
 
 
+# Chapter 12: a stable cross-entropy and the learning-rate schedule, each with the mistakes its check names.
+def stable_cross_entropy(logits, targets):
+    shifted = logits - logits.max(-1, keepdim=True).values       # exp(0) at each row's max: no overflow
+    return (shifted.exp().sum(-1).log() - shifted.gather(-1, targets[:, None])[:, 0]).mean()
+
+
+def cross_entropy_without_shift(logits, targets):
+    return (logits.exp().sum(-1).log() - logits.gather(-1, targets[:, None])[:, 0]).mean()
+
+
+def cross_entropy_summed(logits, targets):
+    return stable_cross_entropy(logits, targets) * len(targets)
+
+
+def cosine_schedule(it, max_lr, min_lr, warmup, cycle):
+    if it < warmup:
+        return it / warmup * max_lr
+    if it <= cycle:
+        return min_lr + 0.5 * (1 + math.cos(math.pi * (it - warmup) / (cycle - warmup))) * (max_lr - min_lr)
+    return min_lr
+
+
+def warmup_off_by_one(it, max_lr, min_lr, warmup, cycle):
+    return (it + 1) / warmup * max_lr if it < warmup else cosine_schedule(it, max_lr, min_lr, warmup, cycle)
+
+
+def decays_past_the_cycle(it, max_lr, min_lr, warmup, cycle):
+    if it < warmup:
+        return it / warmup * max_lr
+    return min_lr + 0.5 * (1 + math.cos(math.pi * (it - warmup) / (cycle - warmup))) * (max_lr - min_lr)
+
+
+RIGHT.update({"stable_cross_entropy": stable_cross_entropy, "cosine_schedule": cosine_schedule})
+WRONG += [("stable_cross_entropy", cross_entropy_without_shift, ["overflowed", "subtract each row's max"]),
+          ("stable_cross_entropy", cross_entropy_summed, ["MEAN"]),
+          ("cosine_schedule", warmup_off_by_one, ["off by one"]),
+          ("cosine_schedule", decays_past_the_cycle, ["stay at min_lr"])]
+
+
 def test_registry_is_complete_and_spread_over_the_chapters():
     ids = [ex.id for ex in EXERCISES]
     assert len(ids) == len(set(ids)), "duplicate exercise ids"

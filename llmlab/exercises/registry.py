@@ -51,6 +51,8 @@ EXERCISES = [
     Exercise("online_softmax", 11, "Online softmax, block by block", "online_softmax(x, block_size)", attn.check_online_softmax),
     Exercise("sliding_window_mask", 11, "The sliding-window mask", "sliding_window_mask(T, window)", attn.check_sliding_window_mask),
     Exercise("cross_entropy_shifted", 12, "The next-token loss", "cross_entropy_shifted(logits, ids)", train.check_cross_entropy_shifted),
+    Exercise("stable_cross_entropy", 12, "A cross-entropy that large logits cannot break", "stable_cross_entropy(logits, targets)", train.check_stable_cross_entropy),
+    Exercise("cosine_schedule", 12, "Warm-up, then cosine decay", "cosine_schedule(it, max_lr, min_lr, warmup, cycle)", train.check_cosine_schedule),
     Exercise("induction_score", 12, "Find induction heads: the score on repeated random tokens", "induction_score(pattern, length)", interp.check_induction_score),
     Exercise("cross_attention", 13, "Cross-attention", "cross_attention(x, memory, w_q, w_k, w_v)", attn.check_cross_attention),
     Exercise("linear_cka", 14, "Linear CKA between two representations", "linear_cka(x, y)", lens.check_linear_cka),
