@@ -93,7 +93,7 @@ KNOWN_GAPS = {
     (9, "decoding strategy"), (9, "random seed"), (9, "min-p sampling"),
     (10, "roofline model"), (10, "time to first token"),
     (11, "local and global layers"),
-    (12, "next-token prediction"), (12, "training step"), (12, "learning-rate warm-up"),
+    (12, "next-token prediction"), (12, "training step"),
     (14, "contextualized embedding"), (14, "hidden state"), (14, "cosine similarity"), (14, "word sense"),
     (14, "similarity matrix"),
     (15, "top-k tokens"), (15, "latent language"),
