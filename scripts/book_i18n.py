@@ -280,7 +280,37 @@ def build(strict: bool = True) -> int:
         shutil.rmtree(target, ignore_errors=True)
         shutil.move(str(staging), str(target))
         shutil.rmtree(staging.parent, ignore_errors=True)
+        share_sources(target, BUILD / "html")
     return result
+
+
+def share_sources(zh: Path, english: Path) -> int:
+    """The page sources behind each page's download button (_sources/: the notebooks, 4 MiB) are the
+    same files in both editions: keep the English copy only, and point the Chinese pages' links at it.
+    A source that differs (an appendix written in MyST, whose Chinese text differs) keeps its own copy.
+    Returns how many files were shared."""
+    import os
+
+    shared = set()
+    for path in (zh / "_sources").rglob("*"):
+        twin = english / "_sources" / path.relative_to(zh / "_sources")
+        if path.is_file() and twin.is_file() and path.read_bytes() == twin.read_bytes():
+            shared.add(path.resolve())
+    link = re.compile(r'href="([^"]*_sources/[^"]+)"')
+    for page in zh.rglob("*.html"):
+        def to_english(match):
+            target = (page.parent / match.group(1)).resolve()
+            if target not in shared:
+                return match.group(0)
+            twin = english / "_sources" / target.relative_to((zh / "_sources").resolve())
+            return f'href="{os.path.relpath(twin, page.parent)}"'
+        text = page.read_text(encoding="utf-8")
+        new = link.sub(to_english, text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+    for path in shared:
+        path.unlink()
+    return len(shared)
 
 
 def main(argv=None) -> int:

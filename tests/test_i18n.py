@@ -233,3 +233,22 @@ def test_a_reader_follows_the_switch_both_ways(page):
     assert '<html lang="en"' in en.dom, f"zh/{page}: the switch did not open the English page"
     title = lambda dom: re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert title(zh.dom) != title(en.dom), "both languages show the same page title"
+
+
+def test_the_chinese_pages_share_the_english_page_sources(tmp_path):
+    """The download button's sources are the same notebooks in both editions: one copy, the English one;
+    a source whose Chinese copy differs keeps it."""
+    english, zh = tmp_path / "html", tmp_path / "html" / "zh"
+    for root, text in ((english, "same"), (zh, "same")):
+        (root / "_sources" / "chapters").mkdir(parents=True)
+        (root / "_sources" / "chapters" / "a.ipynb").write_text(text)
+    (english / "_sources" / "chapters" / "b.md").write_text("English")
+    (zh / "_sources" / "chapters" / "b.md").write_text("中文")
+    (zh / "chapters").mkdir()
+    page = zh / "chapters" / "a.html"
+    page.write_text('<a href="../_sources/chapters/a.ipynb">.ipynb</a> <a href="../_sources/chapters/b.md">.md</a>')
+    assert book_i18n.share_sources(zh, english) == 1
+    text = page.read_text()
+    assert 'href="../../_sources/chapters/a.ipynb"' in text and 'href="../_sources/chapters/b.md"' in text
+    assert not (zh / "_sources" / "chapters" / "a.ipynb").exists() and (zh / "_sources" / "chapters" / "b.md").exists()
+    assert (page.parent / "../../_sources/chapters/a.ipynb").resolve().read_text() == "same"
