@@ -148,8 +148,28 @@ def link_glossary_terms(app, doctree):
             parent.insert(index + offset, piece)
 
 
+VIEWS_JS, VIEWS_CSS = "llmlab-views.js", "llmlab-views.css"
+
+
+def copy_views(app, exception):
+    """Write the views' scripts and styles (llmlab.visualization.html.book_assets) into _static: every
+    page loads them once, and each view on it carries only its data."""
+    if exception is not None or app.builder.format != "html":
+        return
+    from llmlab.visualization.html import book_assets
+
+    script, style = book_assets()
+    static = Path(app.outdir) / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    (static / VIEWS_JS).write_text(script, encoding="utf-8")
+    (static / VIEWS_CSS).write_text(style, encoding="utf-8")
+
+
 def setup(app):
     app.connect("html-page-context", drop_thebe_scripts)
+    app.add_js_file(VIEWS_JS)                 # the views' code, once per page (before the views draw)
+    app.add_css_file(VIEWS_CSS)
+    app.connect("build-finished", copy_views)
     app.connect("doctree-read", link_glossary_terms)
     app.add_css_file("llmlab-book.css")
     app.add_js_file("llmlab-figures.js")      # a tap opens a figure full size; a default colour mode

@@ -61,7 +61,10 @@ def test_explorers_show_their_opening_view_in_the_built_book(smol, monkeypatch):
 
     monkeypatch.setenv("LLMLAB_BOOK_BUILD", "1")
     attention = attention_explorer(smol, prompt="The cat sat", layer=3, head=2)
-    assert isinstance(attention, AttentionView) and (attention.data["layer"], attention.data["head"]) == (3, 2)
+    assert isinstance(attention, AttentionView) and attention.data["head"] == 2
+    assert attention.data["layers"][attention.data["layer"]] == "block 3"          # opens on the block asked for
+    n = smol[0].config.n_layers
+    assert {"block 0", f"block {n - 1}"} <= set(attention.data["layers"]) and len(attention.data["layers"]) <= 7
     lens = lens_explorer(smol, prompt="The capital of France is", target=" Paris")
     sampling = sampling_explorer(smol, prompt="Once upon a time")
     tokens = tokenizer_explorer({"SmolLM2": smol[1]}, text="unbelievable")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import uuid
 from pathlib import Path
 
@@ -122,10 +123,15 @@ class View:
         return "<em>This view needs JavaScript.</em>"
 
     def to_html(self) -> str:
-        """The HTML fragment: a div with a unique id, the CSS, and the script that fills the div."""
+        """The HTML fragment: a div with a unique id, the CSS, and the script that fills the div.
+
+        In the built book (LLMLAB_BOOK_BUILD=1) every page loads the views' scripts and styles once, in
+        its head (`book_assets`, added by the book's Sphinx extension), so a view carries only its data
+        and the call that draws it; anywhere else (Jupyter, Colab, a saved page) it carries everything."""
         view_id = f"llmlab-{self.kind}-{uuid.uuid4().hex[:10]}"
+        standalone = os.environ.get("LLMLAB_BOOK_BUILD") != "1"
         script = (
-            read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n"
+            (read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n" if standalone else "")
             + "(function () {\n"
             + "  var s = document.currentScript;\n"
             # In JupyterLab the output may not be attached to the document yet when the
@@ -139,8 +145,8 @@ class View:
         )
         return (
             f'<div class="llmlab-view llmlab-{self.kind}" id="{view_id}">{self.static_html()}</div>\n'
-            f"<style>{read_asset('views.css')}</style>\n"
-            f"<script>\n{script}\n</script>\n"
+            + (f"<style>{read_asset('views.css')}</style>\n" if standalone else "")
+            + f"<script>\n{script}\n</script>\n"
         )
 
     def _repr_html_(self) -> str:
@@ -156,6 +162,17 @@ class View:
         )
         path.write_text(page, encoding="utf-8")
         return path
+
+
+# The views' scripts, each defining window.llmlab.views[kind] on top of common.js.
+VIEW_KINDS = ("attention", "bpe", "lens", "mask", "sampling", "similarity", "tokens", "write")
+
+
+def book_assets() -> tuple[str, str]:
+    """(script, style) that every page of the built book loads once in its head: common.js and every
+    view's script, and views.css. The views of the page then carry only their data (see View.to_html)."""
+    script = "\n".join(read_asset(name) for name in ["common.js", *[f"{kind}.js" for kind in VIEW_KINDS]])
+    return script, read_asset("views.css")
 
 
 def chinese_texts_script() -> str:

@@ -54,8 +54,12 @@ def book_view(explorer: str, models, **settings):
         return TokensView.from_tokenizers(settings["text"], models)
     model, tokenizer = Models(models).get(Models(models).names[0])
     if explorer == "attention_explorer":
-        return AttentionView.from_model(model, tokenizer, settings["prompt"], layer=settings["layer"],
-                                        head=settings["head"])
+        # six blocks spread over the depth, and the one asked for: a page carries every head of each
+        # (a whole model's maps would weigh about 100 KB a prompt on every page that has one)
+        n = model.config.n_layers
+        layers = sorted({round(k * (n - 1) / 5) for k in range(6)} | {settings["layer"] % n})
+        return AttentionView.from_model(model, tokenizer, settings["prompt"], layers=layers,
+                                        layer=layers.index(settings["layer"] % n), head=settings["head"])
     if explorer == "lens_explorer":
         return LensView.from_model(model, tokenizer, settings["prompt"], target=settings["target"], k=settings["k"])
     if explorer == "sampling_explorer":
