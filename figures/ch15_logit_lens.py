@@ -16,7 +16,7 @@ from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402
 
 OUT = Path("figures/generated/ch15_logit_lens.svg")
 ZH = {
-    "emb": "嵌入", "block 0": "第 0 块", "block 11": "第 11 块", "block 12": "第 12 块", "block 13": "第 13 块",
+    "embed": "嵌入", "block 0": "第 0 块", "block 11": "第 11 块", "block 12": "第 12 块", "block 13": "第 13 块",
     "block 17": "第 17 块", "' of'": "' of'", "junk": "无意义词元", "' cities'": "' cities'", "' Eiffel'": "' Eiffel'",
     "' Paris'": "' Paris'", "final norm → LM head": "最终归一化 → 语言模型头",
     "The Eiffel Tower is in the city of": "提示：“The Eiffel Tower is in the city of”",
@@ -44,7 +44,7 @@ def draw(language: str):
     use_language(language)
     plt.rcParams["svg.fonttype"] = "none"
     fig, ax = plt.subplots(figsize=(9, 5.2))
-    rows = [("emb", "' of'"), ("block 0", "' of'"), ("...", "junk"), ("block 11", "' cities'"),
+    rows = [("embed", "' of'"), ("block 0", "' of'"), ("...", "junk"), ("block 11", "' cities'"),
             ("block 12", "' Eiffel'"), ("block 13", "' Paris'"), ("...", "' Paris'"), ("block 17", "' Paris'")]
     for k, (name, top) in enumerate(rows):
         y = 0.3 + k * 0.6
@@ -52,7 +52,7 @@ def draw(language: str):
             ax.text(1.0, y + 0.2, "⋮", ha="center", va="center", fontsize=14)
             ax.text(6.9, y + 0.2, "⋮", ha="center", va="center", fontsize=14)
             continue
-        box(ax, 0.3, y, 1.4, 0.42, t(name), BLOCK if name != "emb" else TOKEN)
+        box(ax, 0.3, y, 1.4, 0.42, t(name), BLOCK if name != "embed" else TOKEN)
         arrow(ax, 1.75, y + 0.21, 3.0, y + 0.21, colour="#c44e52")
         box(ax, 3.0, y, 2.6, 0.42, t("final norm → LM head"), READ, size=8.5)
         arrow(ax, 5.65, y + 0.21, 6.2, y + 0.21)
