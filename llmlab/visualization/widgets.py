@@ -52,7 +52,8 @@ def book_view(explorer: str, models, **settings):
     """
     if explorer == "tokenizer_explorer":
         return TokensView.from_tokenizers(settings["text"], models)
-    model, tokenizer = Models(models).get(Models(models).names[0])
+    chosen = Models(models)
+    model, tokenizer = chosen.get(chosen.names[0])                  # the first model, as the explorer opens
     if explorer == "attention_explorer":
         # six blocks spread over the depth, and the one asked for: a page carries every head of each
         # (a whole model's maps would weigh about 100 KB a prompt on every page that has one)
