@@ -72,7 +72,8 @@ def book_view(explorer: str, models, **settings):
     if explorer == "similarity_explorer":
         result = token_similarity(model, tokenizer, settings["prompt_a"], settings["prompt_b"], settings["token_a"],
                                   settings["token_b"])
-        return StaticHTML(_page(similarity_svg(result)))
+        # a chart drawn in Python, no script: not an "llmlab-view" (those are drawn by their script)
+        return StaticHTML(f'<div class="llmlab-chart">{similarity_svg(result)}</div>')
     raise ValueError(f"{explorer!r} is not one of llmlab's explorers: attention_explorer, lens_explorer, "
                      f"sampling_explorer, tokenizer_explorer, similarity_explorer.")
 
