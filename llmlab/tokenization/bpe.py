@@ -103,12 +103,13 @@ def apply_merges(ids: list, lookup: Callable[[tuple], Optional[tuple]]) -> list:
     return [t for t in ids if t is not None]
 
 
-def count_and_pick(counts: dict) -> Optional[Hashable]:
-    """The most frequent pair; ties go to the smallest pair, so training is deterministic.
+def count_and_pick(counts: dict, tie: Callable = lambda pair: pair) -> Optional[Hashable]:
+    """The most frequent pair; ties go to the pair of smallest `tie(pair)` (by default the smallest
+    pair), so training is deterministic.
 
     >>> count_and_pick({(5, 6): 3, (1, 9): 3, (0, 0): 1})
     (1, 9)
     """
     if not counts:
         return None
-    return min(counts, key=lambda pair: (-counts[pair], pair))
+    return min(counts, key=lambda pair: (-counts[pair], tie(pair)))

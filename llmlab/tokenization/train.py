@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import regex
 
-from llmlab.tokenization.bpe import get_pair_counts, merge
+from llmlab.tokenization.bpe import count_and_pick, get_pair_counts, merge
 from llmlab.tokenization.bytelevel import ByteLevelBPE
 from llmlab.tokenization.patterns import pre_split, resolve_patterns
 
@@ -187,7 +187,7 @@ def train_bpe_naive(text: str, vocab_size: int, pattern="gpt4", special_tokens=(
         counts = {}
         for word, freq in zip(words, freqs):
             get_pair_counts(word, counts, weight=freq)
-        pair = min(counts, key=lambda p: (-counts[p], tie(p))) if counts else None
+        pair = count_and_pick(counts, tie)
         if pair is None:
             break
         words = [merge(word, pair, new_id) for word in words]

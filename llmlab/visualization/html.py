@@ -129,7 +129,7 @@ class View:
         its head (`book_assets`, added by the book's Sphinx extension), so a view carries only its data
         and the call that draws it; anywhere else (Jupyter, Colab, a saved page) it carries everything."""
         view_id = f"llmlab-{self.kind}-{uuid.uuid4().hex[:10]}"
-        standalone = os.environ.get("LLMLAB_BOOK_BUILD") != "1"
+        standalone = not in_book_build()
         script = (
             (read_asset("common.js") + "\n" + read_asset(f"{self.kind}.js") + "\n" if standalone else "")
             + "(function () {\n"
@@ -164,14 +164,18 @@ class View:
         return path
 
 
-# The views' scripts, each defining window.llmlab.views[kind] on top of common.js.
-VIEW_KINDS = ("attention", "bpe", "lens", "mask", "sampling", "similarity", "tokens", "write")
+def in_book_build() -> bool:
+    """True while `make book` executes the chapters (it sets LLMLAB_BOOK_BUILD=1)."""
+    return os.environ.get("LLMLAB_BOOK_BUILD") == "1"
 
 
 def book_assets() -> tuple[str, str]:
-    """(script, style) that every page of the built book loads once in its head: common.js and every
-    view's script, and views.css. The views of the page then carry only their data (see View.to_html)."""
-    script = "\n".join(read_asset(name) for name in ["common.js", *[f"{kind}.js" for kind in VIEW_KINDS]])
+    """(script, style) that every page of the built book loads once in its head: common.js, then every
+    view's own script (each defines window.llmlab.views[kind] on top of common.js), and views.css. The
+    views of the page then carry only their data (see View.to_html). zh.js is not a view: the Chinese
+    pages load it on their own."""
+    kinds = sorted(p.name for p in ASSETS.glob("*.js") if p.name not in ("common.js", "zh.js"))
+    script = "\n".join(read_asset(name) for name in ["common.js", *kinds])
     return script, read_asset("views.css")
 
 

@@ -21,13 +21,12 @@ without Python. Works with ipywidgets 7.x and 8.x.
 from __future__ import annotations
 
 import html
-import os
 
 import numpy as np
 import torch
 
 from llmlab.visualization.attention_views import AttentionView
-from llmlab.visualization.html import read_asset
+from llmlab.visualization.html import in_book_build, read_asset
 from llmlab.visualization.sampling_views import SamplingView
 from llmlab.visualization.table_views import LensView
 from llmlab.visualization.token_views import TokensView
@@ -78,8 +77,6 @@ def book_view(explorer: str, models, **settings):
                      f"sampling_explorer, tokenizer_explorer, similarity_explorer.")
 
 
-def _in_book_build() -> bool:
-    return os.environ.get("LLMLAB_BOOK_BUILD") == "1"
 
 
 def _page(inner: str) -> str:
@@ -123,7 +120,7 @@ def _widgets():
 def attention_explorer(models, prompt: str = "The cat sat on the mat because it was tired.", layer: int = 0,
                        head: int = 0):
     """Prompt box, model/layer/head pickers, and the attention map of the chosen head."""
-    if _in_book_build():
+    if in_book_build():
         return book_view("attention_explorer", models, prompt=prompt, layer=layer, head=head)
     W = _widgets()
     models = Models(models)
@@ -161,7 +158,7 @@ def attention_explorer(models, prompt: str = "The cat sat on the mat because it 
 def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", target: str | None = None,
                   k: int = 5):
     """Prompt box, optional target token, model picker, and the logit-lens table (hover cells for top-k)."""
-    if _in_book_build():
+    if in_book_build():
         return book_view("lens_explorer", models, prompt=prompt, target=target, k=k)
     W = _widgets()
     models = Models(models)
@@ -186,7 +183,7 @@ def lens_explorer(models, prompt: str = "The Eiffel Tower is in the city of", ta
 
 def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into pieces: unbelievable, 天气很好!"):
     """Text box and each tokenizer's pieces, coloured, with ids as tooltips."""
-    if _in_book_build():
+    if in_book_build():
         return book_view("tokenizer_explorer", tokenizers, text=text)
     W = _widgets()
     box = W.Textarea(value=text, description="text", continuous_update=True, layout=W.Layout(width="70%"))
@@ -202,7 +199,7 @@ def tokenizer_explorer(tokenizers: dict, text: str = "Tokenizers split text into
 
 def sampling_explorer(models, prompt: str = "Once upon a time, there was a", n: int = 15):
     """Prompt box and temperature / top-k / top-p sliders over the model's next-token distribution."""
-    if _in_book_build():
+    if in_book_build():
         return book_view("sampling_explorer", models, prompt=prompt, n=n)
     W = _widgets()
     models = Models(models)
@@ -324,7 +321,7 @@ def similarity_explorer(models, prompt_a: str = "I sat on the bank of the river.
     """Two prompts, one token of each: their cosine similarity at every layer, next to the anisotropy
     baseline (how similar unrelated tokens already are at that layer). A token is given as its text
     (" bank", the last occurrence) or as a position (-1 = the last token)."""
-    if _in_book_build():
+    if in_book_build():
         return book_view("similarity_explorer", models, prompt_a=prompt_a, prompt_b=prompt_b, token_a=token_a,
                          token_b=token_b)
     W = _widgets()
