@@ -149,6 +149,86 @@ def test_chapter8_llama_block_solution_passes_its_check():
     assert result.passed, result.message
 
 
+LAB8 = ROOT / "chapters" / "08_the_whole_stack_lab.ipynb"
+GEMMA_PARTS = ("rms_norm", "rope_tables", "rotate", "gemma_attention", "geglu", "assembled_gemma")
+
+
+def test_lab8_glues_every_number_its_prose_pastes():
+    patterns = [p for code in cell_sources(LAB8, "code") for p in glue_names(code)]
+    used = {key for text in cell_sources(LAB8, "markdown") for key in GLUED.findall(text)}
+    unknown = sorted(key for key in used if not any(p.fullmatch(key) for p in patterns))
+    assert not unknown, f"{LAB8.name}: prose pastes {unknown}, which no code cell glues"
+
+
+def _function_sources(path, names):
+    found = {}
+    for source in cell_sources(path, "code"):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        found |= {node.name: ast.get_source_segment(source, node) for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and node.name in names}
+    return found
+
+
+def test_lab8_builds_gemma_on_the_lessons_parts_unchanged():
+    """The lab's Gemma reuses the lesson's rms_norm, rope_tables and rotate: the same source, not a variant."""
+    names = ("rms_norm", "rope_tables", "rotate")
+    lab, lesson = _function_sources(LAB8, names), _function_sources(CHAPTERS[8], names)
+    assert sorted(lab) == sorted(names) and lab == lesson
+
+
+def tiny_gemma():
+    torch.manual_seed(0)
+    cfg = ModelConfig.preset("tiny-gemma3")      # window 4, two RoPE bases, QK-norm, sandwich, GeGLU, sqrt(d)
+    model = llmlab.Transformer(cfg).eval()
+    with torch.no_grad():   # Gemma's norms store w for (1 + w): draw them away from 0, so a forgotten norm shows
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.rand_like(p) - 0.5)
+    return cfg, model
+
+
+def test_lab8_gemma_from_the_chapters_parts_matches_llmlab():
+    """The lab's assembled_gemma, on a tiny random Gemma and a text longer than its window."""
+    assembled_gemma = inline_functions(LAB8, *GEMMA_PARTS)[-1]
+    cfg, model = tiny_gemma()
+    T = 11
+    assert T > cfg.sliding_window and "full" in cfg.layer_types and "sliding" in cfg.layer_types
+    ids = torch.randint(0, cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        weights = dict(model.state_dict())
+        mine, last = assembled_gemma(ids, weights, cfg), assembled_gemma(ids, weights, cfg, logits_to_keep=1)
+        theirs = model(ids)
+    assert_same_up_to_rounding(mine, theirs, depth=forward_depth(cfg, T))
+    assert_same_up_to_rounding(last, theirs[:, -1:], depth=forward_depth(cfg, T))
+
+
+@pytest.mark.parametrize("wrong", ["no window", "one RoPE base", "post-attention norm", "post-FFN norm", "QK-norm"])
+def test_lab8_assembled_gemma_notices_a_wrong_part(wrong):
+    """The comparison can fail: each of Gemma's own parts, changed on the rebuild's side alone, changes its logits."""
+    import dataclasses
+
+    assembled_gemma = inline_functions(LAB8, *GEMMA_PARTS)[-1]
+    cfg, model = tiny_gemma()
+    T = 11
+    ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(2))
+    weights, mine_cfg = {k: v.clone() for k, v in model.state_dict().items()}, cfg
+    if wrong == "no window":
+        mine_cfg = dataclasses.replace(cfg, sliding_window=T)
+    elif wrong == "one RoPE base":
+        mine_cfg = dataclasses.replace(cfg, rope_local_theta=cfg.rope_theta)
+    else:
+        name = {"post-attention norm": "blocks.0.post_attn_norm.weight", "post-FFN norm": "blocks.0.post_mlp_norm.weight",
+                "QK-norm": "blocks.0.attn.k_norm.weight"}[wrong]
+        weights[name] = torch.zeros_like(weights[name])
+    with torch.no_grad():
+        reference = model(ids)
+        assert largest_difference(assembled_gemma(ids, weights, mine_cfg), reference) > \
+            rounding_tolerance(reference, forward_depth(cfg, T))
+
+
 def test_chapter6_direct_logit_attribution_sums_to_the_logit():
     """The decomposition the chapter uses, on a tiny model: embedding + every sublayer's share of one
     logit, through the final norm with its rms held fixed, adds up to the logit."""
@@ -170,3 +250,52 @@ def test_chapter6_direct_logit_attribution_sums_to_the_logit():
             # size of the shares
             assert_same_up_to_rounding(sum(shares), logits[0, -1, token], depth=2 * model.config.d_model + len(parts),
                                        scale=sum(abs(s) for s in shares))
+
+
+LAB7 = ROOT / "chapters" / "07_residuals_and_norms_lab.ipynb"
+
+
+def lab7_toy():
+    """The chapter 7 lab's toy networks: DeepMLP, train, stacked, train_arms, ARMS and RUNS, compiled without the
+    cells that train them for the page."""
+    namespace = {"torch": torch, "F": F}
+    wanted = {"DeepMLP", "train", "stacked", "train_arms", "ARMS", "RUNS"}
+    for source in cell_sources(LAB7, "code"):
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:       # the Colab setup cell (%pip)
+            continue
+        keep = [node for node in tree.body
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in wanted
+                or isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in wanted]
+        if keep:
+            exec(compile(ast.Module(body=keep, type_ignores=[]), str(LAB7), "exec"), namespace)
+    missing = wanted - namespace.keys()
+    assert not missing, f"{LAB7.name} defines no {sorted(missing)}"
+    return namespace
+
+
+def test_chapter7_lab_glues_every_name_its_prose_quotes():
+    patterns = [p for code in cell_sources(LAB7, "code") for p in glue_names(code)]
+    used = {key for text in cell_sources(LAB7, "markdown") for key in GLUED.findall(text)}
+    unknown = sorted(key for key in used if not any(p.fullmatch(key) for p in patterns))
+    assert not unknown, f"{LAB7.name}: prose pastes {unknown}, which no code cell glues"
+
+
+@pytest.mark.parametrize("depth", [2, 6])
+def test_chapter7_lab_trains_every_arm_side_by_side_as_it_would_alone(depth):
+    """The lab trains four arms x five runs as one stack of networks; each copy must end where DeepMLP, trained
+    alone from the same starting weights with the lab's own train(), ends (up to rounding: the stacked products
+    add the same terms in another order)."""
+    toy = lab7_toy()
+    g = torch.Generator().manual_seed(0)
+    toy["X"], toy["Y"] = torch.randn(64, 16, generator=g), torch.randn(64, 1, generator=g)
+    together = toy["train_arms"](depth, steps=3)
+    assert list(together) == list(toy["ARMS"]) and len(toy["RUNS"]) == 5
+    for arm, (residual, norm) in toy["ARMS"].items():
+        for k, run in enumerate(toy["RUNS"]):
+            torch.manual_seed(run)
+            alone, _ = toy["train"](toy["DeepMLP"](depth, residual, norm), toy["X"], toy["Y"], steps=3)
+            # the chain of sums: the input layer (16 terms), depth layers of 32, the output layer (32), the mean (64)
+            assert_same_up_to_rounding(together[arm][0][k], torch.tensor(alone), depth=16 + 32 * depth + 32 + 64,
+                                       what=f"{arm}, run {run}: the loss trained side by side and alone")
