@@ -14,6 +14,11 @@ STAMP := $(VENV)/.llmlab-installed
 OMP_WAIT_POLICY ?= PASSIVE
 export OMP_WAIT_POLICY
 
+# llmlab.memory_bandwidth keeps its measurement in this file and reuses it, so that chapters 10, 10b and 11
+# quote one bandwidth; scripts/execute_book.py deletes it at the start of a build (one measurement per build).
+LLMLAB_BANDWIDTH_FILE ?= $(CURDIR)/_build/bandwidth.json
+export LLMLAB_BANDWIDTH_FILE
+
 .PHONY: book test env models fonts figures glossary live browser benchmarks gpu clean
 
 book: env models fonts figures glossary live

@@ -85,6 +85,22 @@ def _execute(docname: str, threads: int | None) -> tuple[str, dict, float, str |
     return docname, result.nb, result.time, result.exc_string
 
 
+BANDWIDTH_FILE = ROOT / "_build" / "bandwidth.json"
+
+
+def one_bandwidth(path: Path = BANDWIDTH_FILE, fresh: bool = True) -> Path:
+    """Make every page of this run use one measurement of the memory bandwidth.
+
+    `llmlab.memory_bandwidth` keeps its result in $LLMLAB_BANDWIDTH_FILE and reuses it; pointing that at the
+    build folder makes chapters 10, 10b and 11 quote the same number. A fresh build deletes the file first,
+    so each build measures once, on the machine and at the moment of that build.
+    """
+    os.environ["LLMLAB_BANDWIDTH_FILE"] = str(path)       # the kernels inherit it
+    if fresh:
+        path.unlink(missing_ok=True)
+    return path
+
+
 def order(names: list[str], jobs: int) -> tuple[list[str], list[str]]:
     """(pages that share the cores, pages that run alone afterwards)."""
     if jobs <= 1:
@@ -143,6 +159,7 @@ def main(argv=None) -> int:
                 left.append(n)
         return left
 
+    one_bandwidth(fresh=not args.keep and not args.only)
     failed = []
     start = time.perf_counter()
 

@@ -2,6 +2,7 @@
 generate continuing from a cache, logits_to_keep, kv_cache_bytes, synchronize / timed, the noise a
 causal trace used, and the one EOS normaliser and context-length check of every decode loop."""
 import copy
+import dataclasses
 import statistics
 
 import pytest
@@ -384,9 +385,9 @@ def test_timed_errors_are_clear():
         devices.timed(lambda: None, "cpu", warmup=-1)
 
 
-def test_memory_bandwidth_is_the_fastest_of_three_reads(monkeypatch):
-    """Bytes over the fastest read, with the spread, the read count and the threads; the three jobs read
-    the given matrix (a sum, W @ x and the one-column product W @ X)."""
+def test_memory_bandwidth_is_the_median_of_three_reads_with_the_fastest(monkeypatch):
+    """Bytes over the median read (a typical read) and over the fastest, with the spread, the read count and the
+    threads; the three jobs read the given matrix (a sum, W @ x and the one-column product W @ X)."""
     W = torch.randn(1000, 250)                                  # 1,000,000 bytes in float32
     calls, per_job = [], iter([(0.004, 0.003), (0.002, 0.005), (0.010, 0.001)])
 
@@ -398,13 +399,17 @@ def test_memory_bandwidth_is_the_fastest_of_three_reads(monkeypatch):
     monkeypatch.setattr(devices, "timed", fake_timed)
     b = devices.memory_bandwidth(matrix=W, repeats=2)
     assert calls == [(), (1000,), (1000, 1)]                    # sum, W @ x, W @ X with one column
-    # bit for bit: the min of the given numbers, and the same divisions of them (bytes / seconds / 1e9,
-    # median / fastest) in the same order
+    # bit for bit: the min and the median of the given numbers, and the same divisions of them (bytes / seconds
+    # / 1e9, median / fastest) in the same order
+    seconds = [0.004, 0.003, 0.002, 0.005, 0.010, 0.001]
     assert_same_bits(b.fastest, 0.001)
-    assert_same_bits(b.gb_per_s, 1e6 / 0.001 / 1e9)
-    assert b.reads == 6 and b.threads == torch.get_num_threads()
-    assert_same_bits(b.spread, statistics.median([0.004, 0.003, 0.002, 0.005, 0.010, 0.001]) / 0.001)
-    assert "GB/s" in repr(b) and "6 reads" in repr(b)
+    assert_same_bits(b.median, statistics.median(seconds))
+    assert_same_bits(b.gb_per_s, 1e6 / statistics.median(seconds) / 1e9)
+    assert_same_bits(b.best_gb_per_s, 1e6 / 0.001 / 1e9)
+    assert b.reads == 6 and b.threads == torch.get_num_threads() and b.buffer_bytes == 10**6
+    assert b.cache_bytes is None and not b.reused               # a matrix passed in: measured, never reused
+    assert_same_bits(b.spread, statistics.median(seconds) / 0.001)
+    assert "GB/s" in repr(b) and "6 reads" in repr(b) and "median" in repr(b)
 
 
 def test_memory_bandwidth_errors_are_clear():
@@ -412,6 +417,109 @@ def test_memory_bandwidth_errors_are_clear():
         devices.memory_bandwidth(matrix=torch.ones(4, dtype=torch.int64))
     with pytest.raises(ValueError, match="repeats must be a whole number >= 1"):
         devices.memory_bandwidth(matrix=torch.ones(4, 4), repeats=0)
+
+
+def test_last_level_cache_is_read_from_linux_cache_folders(tmp_path, monkeypatch):
+    """The largest level among data and unified caches (an instruction cache never counts); sizes in K, M or G."""
+    for i, (level, kind, size) in enumerate([(1, "Data", "32K"), (1, "Instruction", "32K"), (2, "Unified", "512K"),
+                                             (3, "Unified", "32768K")]):
+        folder = tmp_path / f"index{i}"
+        folder.mkdir()
+        for name, text in [("level", f"{level}\n"), ("type", f"{kind}\n"), ("size", f"{size}\n")]:
+            (folder / name).write_text(text)
+    monkeypatch.setattr(devices, "CPU_CACHE_FOLDER", tmp_path)
+    assert devices.last_level_cache_bytes("cpu") == 32 * 2**20
+    (tmp_path / "index4").mkdir()                                # an L4 of 1 GiB, say, wins over the L3
+    for name, text in [("level", "4"), ("type", "Unified"), ("size", "1G")]:
+        (tmp_path / "index4" / name).write_text(text)
+    assert devices.last_level_cache_bytes("cpu") == 2**30
+
+
+def test_the_default_buffer_is_four_times_the_last_level_cache(monkeypatch):
+    """At least CACHE_MULTIPLE (4) times the cache, so that a read cannot be served from it; between 256 MiB and
+    1 GiB (a cache size that is unknown or per core; the memory of a small machine); 512 MiB when unknown."""
+    MiB = 2**20
+    for cache, expected in [(32 * MiB, 256 * MiB), (96 * MiB, 384 * MiB), (512 * MiB, 1024 * MiB),
+                            (None, 512 * MiB)]:
+        monkeypatch.setattr(devices, "last_level_cache_bytes", lambda device=None, cache=cache: cache)
+        size = devices.bandwidth_buffer_bytes("cpu")
+        assert size == expected and size % (4 * 4096) == 0
+        if cache is not None and 4 * cache <= devices.MAX_BUFFER_BYTES:
+            assert size >= 4 * cache
+    # the real machine: whatever its cache, the buffer is at least 4 times it (or the largest buffer)
+    monkeypatch.undo()
+    cache = devices.last_level_cache_bytes("cpu")
+    assert cache is None or devices.bandwidth_buffer_bytes("cpu") >= min(4 * cache, devices.MAX_BUFFER_BYTES)
+
+
+def _small_default_buffer(monkeypatch, tmp_path, bytes_=4 * 4096 * 8):
+    """memory_bandwidth's default path on a tiny buffer, timed by a fake clock, its file under tmp_path."""
+    monkeypatch.setenv("LLMLAB_BANDWIDTH_FILE", str(tmp_path / "bandwidth.json"))
+    monkeypatch.setattr(devices, "bandwidth_buffer_bytes", lambda device=None: bytes_)
+    shapes = []
+
+    def fake_timed(fn, device, repeats):
+        shapes.append(tuple(fn().shape))
+        s = tuple(0.001 * (1 + i) for i in range(repeats))
+        return devices.Timing(s, min(s), statistics.median(s))
+
+    monkeypatch.setattr(devices, "timed", fake_timed)
+    return shapes
+
+
+def test_memory_bandwidth_reads_the_default_buffer_and_reuses_the_result(monkeypatch, tmp_path):
+    """One measurement per machine, device, thread count and buffer, kept in a small JSON file: a second call
+    (another page of the build) gets the same numbers back, marked reused; reuse=False measures again."""
+    shapes = _small_default_buffer(monkeypatch, tmp_path)
+    first = devices.memory_bandwidth("cpu", repeats=3)
+    assert shapes == [(), (8,), (8, 1)]                          # an (8, 4096) float32 buffer: 8 x 16 KiB
+    assert first.buffer_bytes == 8 * 4 * 4096 and not first.reused
+    assert first.cache_bytes == devices.last_level_cache_bytes("cpu")
+    assert (tmp_path / "bandwidth.json").is_file()
+    again = devices.memory_bandwidth("cpu", repeats=3)
+    assert again.reused and len(shapes) == 3                     # nothing was timed the second time
+    assert dataclasses.replace(again, reused=False) == first     # the same numbers, bit for bit (JSON keeps floats)
+    fresh = devices.memory_bandwidth("cpu", repeats=3, reuse=False)
+    assert not fresh.reused and len(shapes) == 6
+
+
+def test_a_reused_bandwidth_must_be_recent_and_from_the_same_setting(monkeypatch, tmp_path):
+    import json
+
+    shapes = _small_default_buffer(monkeypatch, tmp_path)
+    devices.memory_bandwidth("cpu", repeats=2)
+    path = tmp_path / "bandwidth.json"
+    # another thread count is another measurement (one thread reaches less of the bandwidth)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads + 1)
+        assert not devices.memory_bandwidth("cpu", repeats=2).reused
+    finally:
+        torch.set_num_threads(threads)
+    assert devices.memory_bandwidth("cpu", repeats=2).reused
+    # an old entry is measured again
+    entries = json.loads(path.read_text())
+    for entry in entries.values():
+        entry["measured_at"] -= devices.REUSE_SECONDS + 1
+    path.write_text(json.dumps(entries))
+    assert not devices.memory_bandwidth("cpu", repeats=2).reused
+    # a damaged file is no error: measure, and write a good one
+    path.write_text("{not json")
+    assert not devices.memory_bandwidth("cpu", repeats=2).reused
+    assert devices.memory_bandwidth("cpu", repeats=2).reused
+    # a file that cannot be written is no error either: nothing is reused
+    monkeypatch.setenv("LLMLAB_BANDWIDTH_FILE", str(path / "under_a_file.json"))
+    assert not devices.memory_bandwidth("cpu", repeats=2).reused
+    assert not devices.memory_bandwidth("cpu", repeats=2).reused
+    assert len(shapes) == 3 * 6
+
+
+def test_the_bandwidth_file_defaults_to_the_llmlab_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("LLMLAB_BANDWIDTH_FILE", raising=False)
+    monkeypatch.setenv("LLMLAB_CACHE", str(tmp_path))
+    assert devices.bandwidth_file() == tmp_path / "bandwidth.json"
+    monkeypatch.setenv("LLMLAB_BANDWIDTH_FILE", str(tmp_path / "b.json"))
+    assert devices.bandwidth_file() == tmp_path / "b.json"
 
 
 def test_quantize_times_its_kernels_with_timed(monkeypatch):

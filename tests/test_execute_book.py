@@ -74,3 +74,16 @@ def test_the_last_build_executed_every_notebook_through_the_script():
             assert record.data["kernels_at_once"] == 1, name
     assert not stale, f"not in the cache with their current code (run make book): {stale}"
     assert not by_build, f"executed by the build one at a time, not by the script: {by_build}"
+
+
+def test_a_build_measures_the_bandwidth_once(tmp_path, monkeypatch):
+    """Every kernel of a run reads and writes one bandwidth file (chapters 10, 10b and 11 then quote one
+    measurement); a fresh build deletes it first, a partial run (--keep, --only) keeps it."""
+    monkeypatch.setenv("LLMLAB_BANDWIDTH_FILE", "")         # whatever it was comes back after the test
+    path = tmp_path / "bandwidth.json"
+    path.write_text("{}")
+    assert execute_book.one_bandwidth(path, fresh=False) == path and path.exists()
+    assert execute_book.os.environ["LLMLAB_BANDWIDTH_FILE"] == str(path)
+    execute_book.one_bandwidth(path, fresh=True)
+    assert not path.exists() and execute_book.os.environ["LLMLAB_BANDWIDTH_FILE"] == str(path)
+    assert execute_book.BANDWIDTH_FILE.parent.name == "_build"
