@@ -24,13 +24,14 @@ def prose(page):
     return re.sub(r"\(data:image[^)]*\)", "", "\n".join(cells(page, "markdown")))
 
 
-def lab_function(name):
+def lab_function(name, **namespace):
+    """The lab's function `name`, defined here on its own; `namespace` gives it the names it uses (torch...)."""
     for source in cells(LAB, "code"):
         if "%pip" in source:                                      # the Colab setup cell is IPython, not Python
             continue
         for node in ast.parse(source).body:
             if isinstance(node, ast.FunctionDef) and node.name == name:
-                namespace = {}
+                namespace = dict(namespace)
                 exec(compile(ast.Module([node], []), str(LAB), "exec"), namespace)
                 return namespace[name]
     raise AssertionError(f"the lab defines no function {name}")
@@ -99,10 +100,85 @@ def test_the_lab_repeats_the_central_measurement_on_gemma_with_its_controls():
     code = "\n".join(cells(LAB, "code"))
     lab = prose(LAB)
     assert code.count('llmlab.load("gemma3-270m")') == 1                       # Gemma loaded once
-    assert "g_random_ratio = torch.stack([g_log_ratio(r) for r in g_random])" in code
-    assert 'g_ratio = {"sea": g_log_ratio(g_vector), "forest": g_log_ratio(g_forest)}' in code
+    assert "torch.stack([0 * g_vector, g_vector, g_forest] + g_random)" in code   # no push, sea, forest, random
+    assert 'g_ratio = {"sea": (g_p[1] / g_base).log(), "forest": (g_p[2] / g_base).log()}' in code
     # each control's own value is in the text, next to SmolLM2's, with where the models agree and differ
     for name in ["g_sea_ratio", "g_sea_ratio_lo", "g_rand_div", "g_rand_div_min", "g_forest_ratio",
-                 "rand_ratio_1_mean", "g_v_frac", "s_v_frac"]:
+                 "rand_ratio_1_mean", "g_v_frac", "s_v_frac", "g_v_rest", "s_v_rest", "g_held", "s_held"]:
         assert "{glue:text}`" + name in lab, name
     assert "Where the two models **agree**" in lab and "Where they **differ**" in lab
+
+
+def test_forty_random_directions_and_the_sea_direction_s_percentile():
+    code = "\n".join(cells(LAB, "code"))
+    lab = prose(LAB)
+    assert "N_RANDOM = 40" in code and "torch.randn(N_RANDOM, vector.shape[0], generator=g)" in code
+    assert "RANDOM if s == 1.0 else RANDOM[:5]" in code                       # all of them at scale 1
+    assert "assert (random_means[1.0] < sea_ci[1.0][1]).all()" in code         # above every one of them
+    for name in ["sea_pct:.0f", "n_random", "rand_ratio_1_median", "rand_ratio_1_max", "rand_up_1"]:
+        assert "{glue:text}`" + name in lab, name
+    assert "averaged over the five random vectors" not in lab and "the best of the five" not in lab
+
+
+def test_the_later_blocks_alone_give_what_the_steer_hook_gives():
+    """The lab's shortcut (the blocks up to the push run once, the later ones per push) against `steer` on the
+    whole model, on tiny random models of both families the lab uses (Gemma's sliding layers included)."""
+    import torch
+
+    import llmlab
+    from llmlab.config import ModelConfig
+    from llmlab.inspection import capture, hook_name, steer
+
+    pushed = lab_function("p_words_pushed", torch=torch)
+    stream_after = lab_function("stream_after", torch=torch, capture=capture, hook_name=hook_name)
+
+    class Batch:                                                   # the one tokenizer method stream_after uses
+        def __init__(self, ids, mask):
+            self.ids, self.mask = ids, mask
+
+        def encode_batch(self, prompts):
+            return self.ids, self.mask
+
+    for preset in ["tiny-llama", "tiny-gemma3"]:
+        torch.manual_seed(0)
+        model = llmlab.Transformer(ModelConfig.preset(preset)).eval()
+        ids = torch.randint(0, 128, (3, 7))
+        mask = torch.ones(3, 7, dtype=torch.long)
+        mask[1, :2] = mask[2, :4] = 0                              # left padding, as encode_batch gives
+        words, layer = [3, 17, 40], 0
+        directions = torch.randn(3, 32)
+        stream, bool_mask = stream_after((model, Batch(ids, mask)), None, layer)
+        fast = pushed(model, stream, bool_mask, words, layer, 1.5 * directions, chunk=2)   # (3 pushes, 3 rows)
+        for k in range(3):
+            with torch.no_grad(), steer(model, directions[k], layer, 1.5):
+                logits = model(ids, attention_mask=mask, logits_to_keep=1)[:, -1].float()
+            slow = torch.softmax(logits, dim=-1)[:, words].sum(-1)
+            assert_same_up_to_rounding(fast[k].log(), slow.log(), scale=logits.abs().max().item(),
+                                       depth=llmlab.forward_depth(model.config, 7))
+
+
+def test_gemma_s_massive_channels_are_found_and_left_out():
+    import torch
+
+    massive = lab_function("massive_channels", torch=torch)
+    torch.manual_seed(0)
+    stream = torch.randn(2, 5, 64)
+    stream[..., 7] += 300.0                                        # one channel far above the others
+    mask = torch.tensor([[False, True, True, True, True], [True, True, True, True, True]])
+    h, prompt_of, big = massive(stream, mask)
+    assert h.shape == (7, 64)                                      # 4 + 5 real positions, each prompt's first left out
+    assert prompt_of.tolist() == [0, 0, 0, 1, 1, 1, 1]
+    assert big.nonzero().flatten().tolist() == [7]
+    lab = prose(LAB)
+    assert "{glue:text}`g_v_rest:.2f`" in lab and "{glue:text}`g_random_on_massive:.1f`%" in lab
+
+
+def test_the_heads_are_also_patched_together():
+    code = "\n".join(cells(LAB, "code"))
+    lab = prose(LAB)
+    assert "SIZES = [1, 2, 5, 10, 20, 50, 100, 200, n_layers * n_heads]" in code
+    # all heads at the last position give back the clean logits, up to float32 rounding
+    assert "llmlab.assert_same_up_to_rounding(sets_logits[-1, -1], clean_logits[0, -1]" in code
+    for name in ["hp_joint5:.0f", "hp_top5_sum:.0f", "hp_joint_all:.3f", "hp_joint20:.0f", "hp_tail_sum:+.0f"]:
+        assert "{glue:text}`" + name in lab, name
+    assert "most of the difference lies elsewhere" not in lab
