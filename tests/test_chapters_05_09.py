@@ -299,3 +299,25 @@ def test_chapter7_lab_trains_every_arm_side_by_side_as_it_would_alone(depth):
             # the chain of sums: the input layer (16 terms), depth layers of 32, the output layer (32), the mean (64)
             assert_same_up_to_rounding(together[arm][0][k], torch.tensor(alone), depth=16 + 32 * depth + 32 + 64,
                                        what=f"{arm}, run {run}: the loss trained side by side and alone")
+
+
+def test_chapter5_lab_says_which_position_1_maximum_is_which():
+    """The lab prints two maxima of the attention on position 1 (over blocks of the mean over prompts, and over
+    single prompts); the prose quotes both, each with its label, from the glued values."""
+    lab = ROOT / "chapters" / "05_self_attention_lab.ipynb"
+    prose = "\n".join(cell_sources(lab, "markdown"))
+    code = "\n".join(cell_sources(lab, "code"))
+    for model in ["smol", "gemma"]:
+        assert "{glue:text}`" + model + "_on1_max" in prose and "{glue:text}`" + model + "_on1_single_max" in prose
+    assert "averaged over the prompts" in prose and "in a single prompt" in prose
+    assert "averaged over the" in code and "of a single prompt" in code          # the printout labels them too
+
+
+def test_chapter9_lab_compares_beam_search_with_the_rows_its_table_prints():
+    """The beam-search sentence quotes the table's rows: beam search, and greedy on the same prompts (a row of
+    its own), and names the all-prompt greedy row it is not compared with."""
+    lab = ROOT / "chapters" / "09_lm_head_and_sampling_lab.ipynb"
+    code = "\n".join(cell_sources(lab, "code"))
+    assert "'greedy, first ' + str(n_beam) + ' prompts'" in code              # the row the table prints
+    assert 'the row \\"greedy, first {n_beam} prompts\\"' in code               # the row the sentence quotes
+    assert "assert len(beam_lp) == n_beam < len(per_token[\"greedy\"])" in code
