@@ -1,9 +1,11 @@
 """The checks' feedback in Chinese (llmlab.exercises.set_language / LLMLAB_LANGUAGE).
 
-The checks write English; messages_zh translates the finished message piece by piece. These tests
-run every known typical mistake of test_exercises.py in Chinese and find no English sentence left,
-keep the English output unchanged, reject bad settings, and fail when a message template in the
-checks' source has no Chinese pattern.
+Every message piece is written as say(English template, **fields) and looked up in the catalog
+llmlab/exercises/locale/zh_CN/LC_MESSAGES/llmlab.po. These tests run every known typical mistake of
+test_exercises.py in Chinese (a template without an entry raises there) and find no English sentence
+left, keep the English output unchanged, reject bad settings, and read the checks' source: every string
+that reads as English prose is a say() template, and every template has a Chinese entry with the same
+fields and none of its English words.
 """
 from __future__ import annotations
 
@@ -14,32 +16,29 @@ from pathlib import Path
 import pytest
 import torch
 
-from llmlab.exercises import check, set_language
+from llmlab.exercises import check, messages, set_language
 from llmlab.exercises.language import current_language
-from llmlab.exercises.messages_zh import PAIRS, translate
-from llmlab.exercises.messages_zh_checks import LATER_PAIRS
+from llmlab.exercises.messages import catalog, read_po, translate
 from test_exercises import RIGHT, WRONG, causal_mask_upper, softmax_no_max
 
 SOURCE = Path(__file__).resolve().parent.parent / "llmlab" / "exercises"
 
 # Strings in the exercises' source that check() never shows as feedback: text matched against an
 # exception's message to choose a hint, an internal assertion, the English texts a check feeds the
-# model, the English status labels (results.py has Chinese ones beside them), and the language
-# setting's own errors (raised, in English, to whoever set it).
+# model, and the language setting's own errors (raised, in English, to whoever set it).
 NOT_SHOWN = {"must match the size", "shapes cannot be multiplied", "size of tensor",
              "Sizes of tensors must match except in dimension 3", "expected m1 and m2 to have the same dtype",
-             "expected scalar type", "Expected input batch_size", "\"addmm_impl_cpu_\" not implemented for 'Long'", "bad test block",
-             "the environment variable {}", "NOT YET", "NOT ATTEMPTED", "&#10008; Not yet", "&#8230; Not attempted",
-             '{} got {}; the feedback of the checks can be in {}. Use llmlab.exercises.set_language("zh_CN") for '
-             'Chinese or set_language("en") for English.'}
+             "expected scalar type", "Expected input batch_size", "\"addmm_impl_cpu_\" not implemented for 'Long'",
+             "bad test block", "CheckResult(exercise={}, status={})"}
 # Files whose strings are not check() feedback: the exercises' titles (the chapters show them, and they
-# are translated with the chapters' text), the setting itself and the translation table.
-NOT_FEEDBACK = {"registry.py", "language.py", "messages_zh.py", "messages_zh_checks.py"}
+# are translated with the chapters' text), the setting itself and the catalog's reader.
+NOT_FEEDBACK = {"registry.py", "language.py", "messages.py"}
 
 
 @pytest.fixture(autouse=True)
 def english_afterwards(monkeypatch):
     monkeypatch.delenv("LLMLAB_LANGUAGE", raising=False)
+    monkeypatch.setattr(messages, "STRICT", True)  # a template without a Chinese entry raises
     yield
     set_language(None)
 
@@ -116,7 +115,8 @@ def test_english_unchanged_at_en(exercise, fn, monkeypatch):
     monkeypatch.setenv("LLMLAB_LANGUAGE", "en")
     assert str(check(exercise, fn, quiet=True)) == str(before)
     set_language("zh_CN")
-    assert translate(before.message) == check(exercise, fn, quiet=True).message != before.message
+    chinese = check(exercise, fn, quiet=True).message
+    assert chinese != before.message and translate(before.message) == chinese  # the grader's pages agree
 
 
 def test_bad_language_settings_are_refused(monkeypatch):
@@ -130,10 +130,55 @@ def test_bad_language_settings_are_refused(monkeypatch):
     assert check("softmax", RIGHT["softmax"], quiet=True).passed
 
 
-def _templates():
-    """Every string the exercises' source writes that reads as English prose (docstrings aside), with
-    each f-string's {expression} as a placeholder."""
+def _say_calls():
+    """(where, template, field names) of every say() call in the exercises' source. A template is the
+    call's first argument: a string, a module constant (say(NAN_HINT)) or an item of a module dict
+    (say(LABELS[status]): each of its values)."""
     found = []
+    for path in sorted(SOURCE.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        constants = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "say") or path.name == "messages.py":
+                continue
+            arg, where = node.args[0], f"{path.name}:{node.lineno}"
+            if isinstance(arg, ast.Subscript):
+                arg = arg.value
+            if isinstance(arg, ast.Name):
+                arg = constants[arg.id]
+            values = ast.literal_eval(arg)
+            for template in values.values() if isinstance(values, dict) else [values]:
+                found.append((where, template, {k.arg for k in node.keywords}))
+    return found
+
+
+def test_every_template_has_a_chinese_entry_with_its_fields_and_no_english_words():
+    """A new or reworded message without its Chinese entry fails here, as does a Chinese template that
+    keeps a run of English words of its template (code, identifiers and names aside) or drops a field."""
+    calls, zh = _say_calls(), catalog("zh_CN")
+    assert len(calls) > 250
+    missing, english, fields = [], [], []
+    for where, template, given in calls:
+        if template not in zh:
+            missing.append(f"{where}: {template!r}")
+            continue
+        placeholders = set(re.findall(r"\{(\w+)\}", template))
+        if placeholders != set(re.findall(r"\{(\w+)\}", zh[template])) or (given and given != placeholders):
+            fields.append(f"{where}: {template!r} fields {sorted(given)} -> {zh[template]!r}")
+        left = set(english_sentences(zh[template].replace("{", " ").replace("}", " ")))
+        if left & set(english_sentences(template)) or any(s in template for s in left):
+            english.append(f"{where}: {template!r} -> {zh[template]!r}: {sorted(left)}")
+    assert not missing, f"{len(missing)} templates without a Chinese entry in the catalog:\n" + "\n".join(missing)
+    assert not fields, "fields that differ:\n" + "\n".join(fields)
+    assert not english, "English words kept in Chinese templates:\n" + "\n".join(english)
+
+
+def test_every_english_message_in_the_source_is_a_template():
+    """Every string of the exercises' source that reads as English prose (docstrings aside) is the first
+    argument of say() or a constant that say() receives: a message built any other way would stay English."""
+    said = {template for _, template, _ in _say_calls()}
+    loose = []
     for path in sorted(SOURCE.glob("*.py")):
         if path.name in NOT_FEEDBACK:
             continue
@@ -146,33 +191,36 @@ def _templates():
                 text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
             else:
                 continue
-            if isinstance(parents.get(node), (ast.JoinedStr, ast.Expr, ast.FormattedValue)):
+            if isinstance(parents.get(node), (ast.JoinedStr, ast.Expr, ast.FormattedValue)) or text in said:
                 continue
-            if len(re.findall(r"[A-Za-z]{2,}", text.replace("{}", ""))) >= 2 and text not in NOT_SHOWN \
+            prose = re.findall(r"\b[A-Za-z]{2,}(?: [A-Za-z]{2,})+\b", text.replace("{}", " "))
+            if prose and text not in NOT_SHOWN and not text.startswith("<div") \
                     and not (path.name == "checks_tuned_lens.py" and isinstance(parents.get(node), ast.List)):
-                found.append((f"{path.name}:{node.lineno}", text))
-    return found
+                loose.append(f"{path.name}:{node.lineno}: {text!r}")
+    assert not loose, f"{len(loose)} English strings not written with say():\n" + "\n".join(loose)
 
 
-def test_every_message_template_has_a_chinese_pattern():
-    """Each template, its placeholders filled with stand-ins that read as code (a shape, a name), comes out
-    of translate() with no English sentence left: a new English message without a Chinese pattern fails here."""
-    templates = _templates()
-    assert len(templates) > 250
-    missing = []
-    for where, text in templates:
-        shaped = re.sub(r"(?<=shape )\{\}", "(1, 2)", text)  # a shape where the text says so, a name elsewhere
-        shaped = re.sub(r"\{\}(?=[A-Za-z])", "x = ", shaped)  # a prefix glued to a word ("{name = }a ...")
-        left = min((english_sentences(translate(shaped.replace("{}", stand_in))) for stand_in in ("(1, 2)", "x1", "1")),
-                   key=len)
-        if left:
-            missing.append(f"{where}: {text!r} -> {left}")
-    assert not missing, f"{len(missing)} templates without a Chinese pattern:\n" + "\n".join(missing)
-
-
-def test_table_is_well_formed():
-    englishes = [e for e, _ in PAIRS + LATER_PAIRS]
-    assert len(set(englishes)) == len(englishes)
-    for english, chinese in PAIRS + LATER_PAIRS:
-        assert set(re.findall(r"\{(\w+)\}", chinese)) <= set(re.findall(r"\{(\w+)\}", english)), english
+def test_catalog_is_well_formed():
+    text = (SOURCE / "locale" / "zh_CN" / "LC_MESSAGES" / "llmlab.po").read_text(encoding="utf-8")
+    entries = read_po(text)
+    assert len(entries) == text.count("\nmsgid ") - 1  # no fuzzy or empty entry, no msgid twice
+    for english, chinese in entries.items():
         assert re.search(r"[\u4e00-\u9fff]", chinese), chinese
+    used = {template for _, template, _ in _say_calls()}
+    # llmlab grade's own messages (llmlab/grading), which its Chinese feedback pages translate
+    grading = set()
+    for path in (SOURCE.parent / "grading").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                grading.add(node.value)
+            elif isinstance(node, ast.JoinedStr):
+                grading.add("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+    unused = [e for e in entries if e not in used and re.sub(r"\{\w+\}", "{}", e) not in grading]
+    assert not unused, f"entries that neither a say() nor llmlab grade writes: {unused}"
+
+
+def test_the_grader_translates_finished_english_messages_with_the_same_catalog():
+    set_language("en")
+    english = check("causal_mask", causal_mask_upper, quiet=True).message
+    set_language("zh_CN")
+    assert translate(english) == check("causal_mask", causal_mask_upper, quiet=True).message

@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 
 from llmlab.exercises.core import Learner
-from llmlab.exercises.language import current_language, set_language
+from llmlab.exercises.language import current_language, set_language, speaking
 from llmlab.exercises.registry import BY_ID, EXERCISES, Exercise, list_exercises
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, Mistake, NotAttempted, show
+from llmlab.exercises.messages import say
 
 __all__ = ["check", "CheckResult", "EXERCISES", "Exercise", "list_exercises", "set_language"]
 
@@ -43,10 +44,9 @@ def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: b
     if os.environ.get("LLMLAB_GRADING") == "1" and callable(fn):
         SUBMITTED[str(exercise)] = fn
     language = current_language()  # set_language() or LLMLAB_LANGUAGE; a bad value raises before the check runs
-    result = _run(exercise, fn, time_limit)
-    if language == "zh_CN":
-        from llmlab.exercises.messages_zh import translate
-        result.message, result.language = translate(result.message), language
+    with speaking(language):  # every message piece is written in this language (messages.say)
+        result = _run(exercise, fn, time_limit)
+    result.language = language
     if not quiet:
         show(result)
     return result
@@ -55,13 +55,15 @@ def check(exercise: str, fn, *, time_limit: float = DEFAULT_TIME_LIMIT, quiet: b
 def _run(exercise: str, fn, time_limit: float) -> CheckResult:
     if exercise not in BY_ID:
         known = ", ".join(sorted(BY_ID))
-        return CheckResult(str(exercise), "error", f"There is no exercise {exercise!r}. Known ids: {known}.")
+        return CheckResult(str(exercise), "error", say("There is no exercise {x}. Known ids: {known}.",
+                                                       x=repr(exercise), known=known))
     ex = BY_ID[exercise]
     if not callable(fn):
-        return CheckResult(exercise, "fail", f"check({exercise!r}, ...) needs your function itself, e.g. "
-                           f"check({exercise!r}, {ex.signature.split('(')[0]}), but got {type(fn).__name__}. "
-                           "Pass the function's name without calling it (no parentheses).")
-    return run_check(exercise, Learner(fn, getattr(fn, "__name__", "your function"), time_limit))
+        return CheckResult(exercise, "fail", say("check({x}, ...) needs your function itself, e.g. check({y}, {name}), "
+                                                 "but got {t}. Pass the function's name without calling it (no "
+                                                 "parentheses).", x=repr(exercise), y=repr(exercise),
+                                                 name=ex.signature.split('(')[0], t=type(fn).__name__))
+    return run_check(exercise, Learner(fn, getattr(fn, "__name__", say("your function")), time_limit))
 
 
 def run_check(exercise: str, learner: Learner, partial: bool = False) -> CheckResult:
@@ -79,18 +81,19 @@ def run_check(exercise: str, learner: Learner, partial: bool = False) -> CheckRe
         note = ex.check(learner)
         if first_wrong() is not None:
             right = learner.tally.count(None)
-            return CheckResult(exercise, "fail", f"{first_wrong()}\n({right} of {len(learner.tally)} comparisons "
-                               "right)", score=right / len(learner.tally))
+            return CheckResult(exercise, "fail", first_wrong() + say("\n({right} of {n} comparisons right)", right=right,
+                                                                     n=len(learner.tally)), score=right / len(learner.tally))
     except NotAttempted:
-        return CheckResult(exercise, "not-attempted", "not attempted yet: the function still raises "
+        return CheckResult(exercise, "not-attempted", say("not attempted yet: the function still raises "
                            "NotImplementedError. Replace the `raise NotImplementedError(...)` line with your "
-                           "code and run the cell again.")
+                           "code and run the cell again."))
     except Mistake as m:
         return CheckResult(exercise, "fail", first_wrong() or str(m))
     except Exception as e:  # never let a checker problem crash the learner's notebook
         if first_wrong() is not None:  # the check tripped over a wrong answer it had already noted
             return CheckResult(exercise, "fail", first_wrong())
-        return CheckResult(exercise, "error", f"the checker could not evaluate the answer ({type(e).__name__}: "
-                           f"{e}). If your function returns something unusual, return a torch.Tensor as the "
-                           "exercise asks; otherwise please report this.")
-    return CheckResult(exercise, "pass", f"well done: {note}")
+        return CheckResult(exercise, "error", say("the checker could not evaluate the answer ({t}: {e}). If your "
+                                                  "function returns something unusual, return a torch.Tensor as the "
+                                                  "exercise asks; otherwise please report this.",
+                                                  t=type(e).__name__, e=e))
+    return CheckResult(exercise, "pass", say("well done: {note}", note=note))

@@ -13,7 +13,9 @@ import torch
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
 from llmlab.exercises.results import Mistake
+from llmlab.exercises.messages import say
 
+# written in the learner's language where it is used: say(OVERFLOW_HINT)
 OVERFLOW_HINT = ("exp() overflowed: e^1000 is inf in float32, and inf/inf is NaN. Subtract the maximum "
                  "along `dim` before exp, x - x.max(dim, keepdim=True).values: the softmax does not change, "
                  "and the largest exponent becomes e^0 = 1.")
@@ -39,46 +41,46 @@ def check_softmax(fn: Learner) -> str:
     for x, dim in cases:
         got = fn(x, dim, names=("x", "dim"))
         other = 0 if dim != 0 else -1
-        expect_tensor(fn, got, reference(x, dim=dim), nonfinite_hint=OVERFLOW_HINT, mistakes=[
-            (f"your result is the softmax over dim={other}, not over dim={dim}: you normalised over the wrong "
-             "dimension. Take the max and the sum along the `dim` argument, with keepdim=True.",
+        expect_tensor(fn, got, reference(x, dim=dim), nonfinite_hint=say(OVERFLOW_HINT), mistakes=[
+            (say("your result is the softmax over dim={a}, not over dim={b}: you normalised over the wrong "
+                 "dimension. Take the max and the sum along the `dim` argument, with keepdim=True.", a=other, b=dim),
              torch.softmax(x, dim=other)),
-            ("your result is the softmax over dim=-2, not dim=-1: you normalised over the wrong dimension.",
+            (say("your result is the softmax over dim=-2, not dim=-1: you normalised over the wrong dimension."),
              torch.softmax(x, dim=-2) if x.dim() > 1 else x),
-            ("you returned exp(x) without dividing by the sum of the exponentials along `dim`.",
+            (say("you returned exp(x) without dividing by the sum of the exponentials along `dim`."),
              (x - x.max(dim, keepdim=True).values).exp()),
-            ("you returned exp(x) without dividing by the sum of the exponentials along `dim`.", x.exp()),
-            ("you divided by the sum over ALL elements; sum only along `dim` (x.sum(dim, keepdim=True)).",
+            (say("you returned exp(x) without dividing by the sum of the exponentials along `dim`."), x.exp()),
+            (say("you divided by the sum over ALL elements; sum only along `dim` (x.sum(dim, keepdim=True))."),
              x.exp() / x.exp().sum()),
         ])
-    return ("matches llmlab.attention.softmax on 5 hidden cases, including dim=0, a -inf entry and logits near "
-            "1000 and -1000.")
+    return (say("matches llmlab.attention.softmax on 5 hidden cases, including dim=0, a -inf entry and logits near "
+            "1000 and -1000."))
 
 
 def check_causal_mask(fn: Learner) -> str:
     """causal_mask(T) -> bool (T, T), True where key j <= query i (each token sees itself and the past)."""
     from llmlab.attention import causal_mask as reference
 
-    fn.error_hints = [("tril", "torch.tril(torch.ones(T, T, dtype=torch.bool)) builds the lower triangle.")]
+    fn.error_hints = [("tril", say("torch.tril(torch.ones(T, T, dtype=torch.bool)) builds the lower triangle."))]
     for T in (4, 2, 7):       # no T = 1: there the upper and the lower triangle agree, so a reversed mask would pass
         got = fn(T, names=("T",))
         if isinstance(got, torch.Tensor) and got.is_floating_point() and torch.isinf(got).any():
-            raise Mistake(f"{fn.last_call} returned an additive float mask (0 and -inf). This exercise asks for "
-                          "the boolean mask: True where query i may attend to key j (j <= i), False elsewhere.")
+            raise Mistake(say("{a} returned an additive float mask (0 and -inf). This exercise asks for the boolean mask: "
+                              "True where query i may attend to key j (j <= i), False elsewhere.", a=fn.last_call))
         ones = torch.ones(T, T, dtype=torch.bool)
         expect_tensor(fn, got, reference(T), mistakes=[
-            ("your mask is the upper triangle: True above the diagonal lets each token attend to FUTURE tokens. "
-             "Row i is the query, column j the key; the allowed keys are j <= i (the lower triangle, torch.tril).",
+            (say("your mask is the upper triangle: True above the diagonal lets each token attend to FUTURE tokens. "
+             "Row i is the query, column j the key; the allowed keys are j <= i (the lower triangle, torch.tril)."),
              torch.triu(ones)),
-            ("your mask has the right shape but the wrong side: True marks the future positions (what should be "
-             "blocked). In llmlab True means 'may attend', so the lower triangle with the diagonal must be True.",
+            (say("your mask has the right shape but the wrong side: True marks the future positions (what should be "
+             "blocked). In llmlab True means 'may attend', so the lower triangle with the diagonal must be True."),
              torch.triu(ones, diagonal=1)),
-            ("the diagonal is missing: each token must be allowed to attend to itself (j == i). Use torch.tril "
-             "with diagonal=0, the default.", torch.tril(ones, diagonal=-1)),
-            ("every entry is True, so nothing is masked: the future keys (j > i, above the diagonal) must be "
-             "False.", ones),
+            (say("the diagonal is missing: each token must be allowed to attend to itself (j == i). Use torch.tril "
+             "with diagonal=0, the default."), torch.tril(ones, diagonal=-1)),
+            (say("every entry is True, so nothing is masked: the future keys (j > i, above the diagonal) must be "
+             "False."), ones),
         ])
-    return "correct lower-triangular boolean masks for T = 2, 4 and 7."
+    return say("correct lower-triangular boolean masks for T = 2, 4 and 7.")
 
 
 def _attention(q, k, v, mask=None, scale=None, softmax_dim=-1, invert_mask=False):
@@ -106,36 +108,36 @@ def check_sdpa(fn: Learner) -> str:
         (torch.randn(1, 2, 1, 8, generator=g) * 2, torch.randn(1, 2, 6, 8, generator=g) * 2,
          torch.randn(1, 2, 6, 8, generator=g), None),  # one query against six keys: a decode step
     ]
-    fn.error_hints = [("must match the size", "check the shapes: scores = q @ k.transpose(-2, -1) has shape "
-                       "(..., Tq, Tk), and the output weights @ v has shape (..., Tq, dv).")]
+    fn.error_hints = [("must match the size", say("check the shapes: scores = q @ k.transpose(-2, -1) has shape "
+                       "(..., Tq, Tk), and the output weights @ v has shape (..., Tq, dv)."))]
     for q, k, v, mask in cases:
         got = fn(q, k, v, mask, names=("q", "k", "v", "mask"))
         expected, expected_weights = reference(q, k, v, mask=mask)
         if isinstance(got, tuple) and len(got) == 2:
             got, weights = got
-            expect_tensor(fn, weights, expected_weights, what="the attention weights, second item returned")
+            expect_tensor(fn, weights, expected_weights, what=say("the attention weights, second item returned"))
         d = q.shape[-1]
         mistakes = [
-            (f"the scores were not scaled: divide q k^T by sqrt(d) = sqrt({d}) before the softmax (missing "
-             "1/sqrt(d) makes the softmax too peaked as d grows).", _attention(q, k, v, mask, scale=1.0)),
-            (f"you divided by d = {d}; the scale is 1/sqrt(d) = 1/{math.sqrt(d):.3g}.",
+            (say("the scores were not scaled: divide q k^T by sqrt(d) = sqrt({a}) before the softmax (missing "
+                 "1/sqrt(d) makes the softmax too peaked as d grows).", a=d), _attention(q, k, v, mask, scale=1.0)),
+            (say("you divided by d = {a}; the scale is 1/sqrt(d) = 1/{b}.", a=d, b=f"{math.sqrt(d):.3g}"),
              _attention(q, k, v, mask, scale=1.0 / d)),
-            ("the softmax ran over the wrong dimension (the queries, dim=-2). Each query's weights over the "
-             "keys must sum to 1: softmax over the last dim of the (Tq, Tk) scores.",
+            (say("the softmax ran over the wrong dimension (the queries, dim=-2). Each query's weights over the "
+             "keys must sum to 1: softmax over the last dim of the (Tq, Tk) scores."),
              _attention(q, k, v, mask, softmax_dim=-2)),
-            ("you returned the attention weights; the output is weights @ v.",
+            (say("you returned the attention weights; the output is weights @ v."),
              torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1)),
         ]
         if mask is not None:
             mistakes += [
-                ("the mask was not applied: positions where mask is False must get -inf before the softmax "
-                 "(scores.masked_fill(~mask, float('-inf'))).", _attention(q, k, v, None)),
-                ("the mask is on the wrong side: you blocked the positions where mask is True. True means 'may "
-                 "attend'; fill -inf where the mask is False (masked_fill(~mask, ...)).",
+                (say("the mask was not applied: positions where mask is False must get -inf before the softmax "
+                 "(scores.masked_fill(~mask, float('-inf')))."), _attention(q, k, v, None)),
+                (say("the mask is on the wrong side: you blocked the positions where mask is True. True means 'may "
+                 "attend'; fill -inf where the mask is False (masked_fill(~mask, ...))."),
                  _attention(q, k, v, mask, invert_mask=True)),
             ]
         expect_tensor(fn, got, expected, mistakes=mistakes, atol=1e-5, rtol=1e-4)
-    return "matches llmlab.attention.scaled_dot_product_attention without a mask, with a causal mask, and for one query."
+    return say("matches llmlab.attention.scaled_dot_product_attention without a mask, with a causal mask, and for one query.")
 
 
 def check_gqa_repeat_kv(fn: Learner) -> str:
@@ -148,14 +150,14 @@ def check_gqa_repeat_kv(fn: Learner) -> str:
         x = torch.randn(*shape, generator=g)
         got = fn(x, n_rep, names=("x", "n_rep"))
         expect_tensor(fn, got, reference(x, n_rep), mistakes=[
-            ("the heads are in the wrong order: you tiled the KV heads (kv0, kv1, kv0, kv1, ...), but query head h "
+            (say("the heads are in the wrong order: you tiled the KV heads (kv0, kv1, kv0, kv1, ...), but query head h "
              "belongs to KV head h // n_rep, so each KV head must be repeated n_rep times in a row "
-             "(kv0, kv0, kv1, kv1, ...): x.repeat_interleave(n_rep, dim=1), or x[:, :, None].expand(...).reshape(...).",
+             "(kv0, kv0, kv1, kv1, ...): x.repeat_interleave(n_rep, dim=1), or x[:, :, None].expand(...).reshape(...)."),
              x.repeat(1, n_rep, 1, 1)),
-            ("you repeated along the time axis (dim 2); repeat the heads (dim 1).", x.repeat_interleave(n_rep, dim=2)),
-            ("you repeated along head_dim (the last axis); repeat the heads (dim 1).", x.repeat_interleave(n_rep, dim=-1)),
+            (say("you repeated along the time axis (dim 2); repeat the heads (dim 1)."), x.repeat_interleave(n_rep, dim=2)),
+            (say("you repeated along head_dim (the last axis); repeat the heads (dim 1)."), x.repeat_interleave(n_rep, dim=-1)),
         ])
-    return "repeats each KV head n_rep times in the right order for n_rep = 1, 2, 3 and 4 (MQA included)."
+    return say("repeats each KV head n_rep times in the right order for n_rep = 1, 2, 3 and 4 (MQA included).")
 
 
 def check_sliding_window_mask(fn: Learner) -> str:
@@ -168,15 +170,15 @@ def check_sliding_window_mask(fn: Learner) -> str:
         i = torch.arange(T)[:, None]
         j = torch.arange(T)[None, :]
         expect_tensor(fn, got, reference(T, window), mistakes=[
-            ("one key too many: the window counts the query itself, so query i sees keys i - window + 1 .. i "
-             "(window keys in all), i.e. i - j < window, not i - j <= window.", (j <= i) & (i - j <= window)),
-            ("one key too few: query i must see window keys in all, itself included (i - j < window); "
-             "you stopped one short.", (j <= i) & (i - j < window - 1)),
-            ("the future is not masked: a sliding window in a decoder is still causal (j <= i); you allowed "
-             "keys on both sides of the query.", (i - j).abs() < window),
-            ("True and False are swapped: True means 'may attend'.", ~((j <= i) & (i - j < window))),
+            (say("one key too many: the window counts the query itself, so query i sees keys i - window + 1 .. i "
+             "(window keys in all), i.e. i - j < window, not i - j <= window."), (j <= i) & (i - j <= window)),
+            (say("one key too few: query i must see window keys in all, itself included (i - j < window); "
+             "you stopped one short."), (j <= i) & (i - j < window - 1)),
+            (say("the future is not masked: a sliding window in a decoder is still causal (j <= i); you allowed "
+             "keys on both sides of the query."), (i - j).abs() < window),
+            (say("True and False are swapped: True means 'may attend'."), ~((j <= i) & (i - j < window))),
         ])
-    return "correct sliding-window masks for four (T, window) pairs, including a window longer than T."
+    return say("correct sliding-window masks for four (T, window) pairs, including a window longer than T.")
 
 
 def _online_softmax_variant(x, block, rescale=True):
@@ -208,14 +210,14 @@ def check_online_softmax(fn: Learner) -> str:
     for x, block in cases:
         got = fn(x, block, names=("x", "block_size"))
         expect_tensor(fn, got, torch.softmax(x, dim=-1), nonfinite_hint=(
-            "exp() overflowed: keep a running maximum m and compute exp(x - m), never exp(x)."), mistakes=[
-            ("when a new block raises the running max from m_old to m_new, the running sum must be rescaled: "
+            say("exp() overflowed: keep a running maximum m and compute exp(x - m), never exp(x).")), mistakes=[
+            (say("when a new block raises the running max from m_old to m_new, the running sum must be rescaled: "
              "l = l * exp(m_old - m_new) + sum(exp(block - m_new)). You added the new block without rescaling "
-             "the old sum.", _online_softmax_variant(x, block, rescale=False)),
-            ("the running sum is rescaled in the wrong direction: multiply by exp(m_old - m_new) (a number <= 1), "
-             "not exp(m_new - m_old).", _online_rescale_wrong_way(x, block)),
+             "the old sum."), _online_softmax_variant(x, block, rescale=False)),
+            (say("the running sum is rescaled in the wrong direction: multiply by exp(m_old - m_new) (a number <= 1), "
+             "not exp(m_new - m_old)."), _online_rescale_wrong_way(x, block)),
         ])
-    return "equals torch.softmax for blocks of 1, 2, 4 and 8, a short last block and values near 1000 and -900."
+    return say("equals torch.softmax for blocks of 1, 2, 4 and 8, a short last block and values near 1000 and -900.")
 
 
 def _online_rescale_wrong_way(x, block):
@@ -242,16 +244,16 @@ def check_cross_attention(fn: Learner) -> str:
         q, k, v = x @ w_q, memory @ w_k, memory @ w_v   # (B, Tq, dh), (B, Tk, dh), (B, Tk, dh)
         causal = torch.ones(Tq, Tk, dtype=torch.bool).tril()
         expect_tensor(fn, got, _attention(q, k, v), mistakes=[
-            ("keys and values must come from the encoder output `memory`; you used the decoder states x "
-             "(that is self-attention).", _attention(q, x @ w_k, x @ w_v)),
-            ("the keys come from x instead of memory: in cross-attention both keys and values come from the "
-             "encoder output.", _attention(q, x @ w_k, v) if Tq == Tk else None),
-            ("cross-attention has no causal mask: the whole source sentence is known, so every decoder position "
-             "may look at every encoder position.", _attention(q, k, v, causal)),
-            (f"the scores were not scaled by 1/sqrt(d_head) = 1/sqrt({dh}).", _attention(q, k, v, scale=1.0)),
-            ("queries must come from the decoder states x, not from memory.", _attention(memory @ w_q, k, v)),
+            (say("keys and values must come from the encoder output `memory`; you used the decoder states x "
+             "(that is self-attention)."), _attention(q, x @ w_k, x @ w_v)),
+            (say("the keys come from x instead of memory: in cross-attention both keys and values come from the "
+             "encoder output."), _attention(q, x @ w_k, v) if Tq == Tk else None),
+            (say("cross-attention has no causal mask: the whole source sentence is known, so every decoder position "
+             "may look at every encoder position."), _attention(q, k, v, causal)),
+            (say("the scores were not scaled by 1/sqrt(d_head) = 1/sqrt({a}).", a=dh), _attention(q, k, v, scale=1.0)),
+            (say("queries must come from the decoder states x, not from memory."), _attention(memory @ w_q, k, v)),
         ])
-    return "queries from the decoder, keys and values from the encoder, unmasked and scaled: correct on 3 cases."
+    return say("queries from the decoder, keys and values from the encoder, unmasked and scaled: correct on 3 cases.")
 
 
 # ---------------------------------------------------------------- ch. 5: a GQA attention layer, built by hand
@@ -328,9 +330,9 @@ def check_gqa_attention(fn: Learner) -> str:
     g = generator(37)
     # (B, T, d, n_heads, n_kv_heads, hd): GQA, MQA with n_heads*hd != d (like Gemma), and plain MHA
     shapes = [(1, 5, 12, 6, 2, 4), (2, 4, 8, 4, 1, 6), (1, 3, 8, 2, 2, 4)]
-    fn.error_hints = [("must match the size", "the key/value tensors have n_kv_heads heads and the queries "
+    fn.error_hints = [("must match the size", say("the key/value tensors have n_kv_heads heads and the queries "
                        "n_heads. Repeat each KV head n_heads // n_kv_heads times along the head axis "
-                       "(k.repeat_interleave(n_rep, dim=1), or llmlab.attention.repeat_kv) before q @ k^T.")]
+                       "(k.repeat_interleave(n_rep, dim=1), or llmlab.attention.repeat_kv) before q @ k^T."))]
     for B, T, d, H, H_kv, hd in shapes:
         x = torch.randn(B, T, d, generator=g)
         w_q, w_o = torch.randn(d, H * hd, generator=g) / d ** 0.5, torch.randn(H * hd, d, generator=g) / d ** 0.5
@@ -339,28 +341,28 @@ def check_gqa_attention(fn: Learner) -> str:
         args = (x, w_q, w_k, w_v, w_o, H, H_kv, cos, sin)
         got = fn(*args, names=("x", "w_q", "w_k", "w_v", "w_o", "n_heads", "n_kv_heads", "cos", "sin"))
         expect_tensor(fn, got, _gqa_reference(*args), atol=1e-4, rtol=1e-3, mistakes=[
-            ("the KV heads are repeated in the wrong order: query head h belongs to KV head h // n_rep, so each KV "
+            (say("the KV heads are repeated in the wrong order: query head h belongs to KV head h // n_rep, so each KV "
              "head must be repeated n_rep times in a row (kv0, kv0, kv1, kv1, ...): repeat_interleave(n_rep, dim=1), "
-             "not .repeat(1, n_rep, 1, 1), which tiles them (kv0, kv1, kv0, kv1, ...).",
+             "not .repeat(1, n_rep, 1, 1), which tiles them (kv0, kv1, kv0, kv1, ...)."),
              _gqa_variant(*args, tile_kv=True)),
-            ("RoPE is missing: rotate q and k with cos and sin (x * cos + rotate_half(x) * sin) before the scores.",
+            (say("RoPE is missing: rotate q and k with cos and sin (x * cos + rotate_half(x) * sin) before the scores."),
              _gqa_variant(*args, rope="none")),
-            ("RoPE is in the wrong layout: you rotated adjacent pairs (2j, 2j+1). These weights use the split-halves "
-             "layout, which pairs channel j with channel j + head_dim/2 (rotate_half).",
+            (say("RoPE is in the wrong layout: you rotated adjacent pairs (2j, 2j+1). These weights use the split-halves "
+             "layout, which pairs channel j with channel j + head_dim/2 (rotate_half)."),
              _gqa_variant(*args, rope="adjacent")),
-            ("RoPE went on the values too: only queries and keys are rotated; v stays as it is.",
+            (say("RoPE went on the values too: only queries and keys are rotated; v stays as it is."),
              _gqa_variant(*args, rope_v=True)),
-            (f"the scores were not scaled: divide q k^T by sqrt(head_dim) = sqrt({hd}) before the softmax.",
+            (say("the scores were not scaled: divide q k^T by sqrt(head_dim) = sqrt({a}) before the softmax.", a=hd),
              _gqa_variant(*args, scale=1.0)),
-            (f"you scaled by 1/sqrt(d_model) = 1/sqrt({d}); the scale is 1/sqrt(head_dim) = 1/sqrt({hd}), "
-             "the width of one query.", _gqa_variant(*args, scale=d ** -0.5)),
-            ("the causal mask is missing: position i must not see keys j > i (fill -inf above the diagonal "
-             "before the softmax).", _gqa_variant(*args, causal=False)),
-            ("the heads are split the wrong way: view the projection as (B, T, n_heads, head_dim), each head a "
-             "contiguous slice of head_dim channels, then transpose to (B, n_heads, T, head_dim).",
+            (say("you scaled by 1/sqrt(d_model) = 1/sqrt({a}); the scale is 1/sqrt(head_dim) = 1/sqrt({b}), the "
+                 "width of one query.", a=d, b=hd), _gqa_variant(*args, scale=d ** -0.5)),
+            (say("the causal mask is missing: position i must not see keys j > i (fill -inf above the diagonal "
+             "before the softmax)."), _gqa_variant(*args, causal=False)),
+            (say("the heads are split the wrong way: view the projection as (B, T, n_heads, head_dim), each head a "
+             "contiguous slice of head_dim channels, then transpose to (B, n_heads, T, head_dim)."),
              _gqa_variant(*args, split="channels-first")),
-            ("the output projection is missing: concatenate the heads to (B, T, n_heads*head_dim) and multiply "
-             "by w_o, which mixes the heads and maps back to width d.", _gqa_variant(*args, out_proj=False)),
+            (say("the output projection is missing: concatenate the heads to (B, T, n_heads*head_dim) and multiply "
+             "by w_o, which mixes the heads and maps back to width d."), _gqa_variant(*args, out_proj=False)),
         ])
-    return ("matches llmlab.attention.Attention for GQA (6 query / 2 KV heads), MQA with n_heads*head_dim != d "
-            "(like Gemma) and plain MHA, with RoPE and the causal mask.")
+    return (say("matches llmlab.attention.Attention for GQA (6 query / 2 KV heads), MQA with n_heads*head_dim != d "
+            "(like Gemma) and plain MHA, with RoPE and the causal mask."))

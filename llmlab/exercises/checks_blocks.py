@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.messages import say
 
 
 def check_swiglu(fn: Learner) -> str:
@@ -20,17 +21,17 @@ def check_swiglu(fn: Learner) -> str:
         got = fn(x, w_gate, w_up, w_down, names=("x", "w_gate", "w_up", "w_down"))
         gate, up = x @ w_gate, x @ w_up            # (B, T, d_ff) each
         expect_tensor(fn, got, (F.silu(gate) * up) @ w_down, atol=1e-4, mistakes=[
-            ("SiLU went on the wrong branch: it acts on the gate (x @ w_gate), and the up projection stays linear.",
+            (say("SiLU went on the wrong branch: it acts on the gate (x @ w_gate), and the up projection stays linear."),
              (gate * F.silu(up)) @ w_down),
-            ("you used GELU: that is GeGLU (Gemma). SwiGLU uses SiLU, x * sigmoid(x).", (F.gelu(gate) * up) @ w_down),
-            ("you used ReLU; SwiGLU uses SiLU, x * sigmoid(x) (torch.nn.functional.silu).",
+            (say("you used GELU: that is GeGLU (Gemma). SwiGLU uses SiLU, x * sigmoid(x)."), (F.gelu(gate) * up) @ w_down),
+            (say("you used ReLU; SwiGLU uses SiLU, x * sigmoid(x) (torch.nn.functional.silu)."),
              (F.relu(gate) * up) @ w_down),
-            ("the activation is missing: the gate is silu(x @ w_gate), not x @ w_gate.", (gate * up) @ w_down),
-            ("the gate multiplication is missing: multiply silu(x @ w_gate) element-wise by x @ w_up "
-             "before the down projection.", F.silu(gate) @ w_down),
-            ("sigmoid is not SiLU: SiLU(z) = z * sigmoid(z).", (torch.sigmoid(gate) * up) @ w_down),
+            (say("the activation is missing: the gate is silu(x @ w_gate), not x @ w_gate."), (gate * up) @ w_down),
+            (say("the gate multiplication is missing: multiply silu(x @ w_gate) element-wise by x @ w_up "
+             "before the down projection."), F.silu(gate) @ w_down),
+            (say("sigmoid is not SiLU: SiLU(z) = z * sigmoid(z)."), (torch.sigmoid(gate) * up) @ w_down),
         ])
-    return "matches (silu(x W_gate) * x W_up) W_down on two hidden cases."
+    return say("matches (silu(x W_gate) * x W_up) W_down on two hidden cases.")
 
 
 def check_rms_norm(fn: Learner) -> str:
@@ -48,20 +49,20 @@ def check_rms_norm(fn: Learner) -> str:
         ms = x.pow(2).mean(-1, keepdim=True)
         xc = x - x.mean(-1, keepdim=True)
         expect_tensor(fn, got, reference(x, w, eps), atol=1e-4, mistakes=[
-            ("you subtracted the mean: that is LayerNorm. RMSNorm divides by the root mean square and does "
-             "not centre x.", xc / (xc.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w),
-            ("eps belongs inside the square root: x / sqrt(mean(x^2) + eps), not x / (sqrt(mean(x^2)) + eps).",
+            (say("you subtracted the mean: that is LayerNorm. RMSNorm divides by the root mean square and does "
+             "not centre x."), xc / (xc.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w),
+            (say("eps belongs inside the square root: x / sqrt(mean(x^2) + eps), not x / (sqrt(mean(x^2)) + eps)."),
              x / (ms.sqrt() + eps) * w),
-            ("the weight is missing: multiply the normalised x by `weight`.", x / (ms + eps).sqrt()),
-            ("you divided by the mean square; take its square root (the root mean square).", x / (ms + eps) * w),
-            ("the statistics must be over the last dimension (each token's own vector), with keepdim=True.",
+            (say("the weight is missing: multiply the normalised x by `weight`."), x / (ms + eps).sqrt()),
+            (say("you divided by the mean square; take its square root (the root mean square)."), x / (ms + eps) * w),
+            (say("the statistics must be over the last dimension (each token's own vector), with keepdim=True."),
              x / (x.pow(2).mean(0, keepdim=True) + eps).sqrt() * w),
             # with eps = 1e-6 this equals the right answer: only the case with eps = 0.1 exposes it
-            ("eps is missing, or a fixed number stands where the `eps` argument should be: use the eps the "
+            (say("eps is missing, or a fixed number stands where the `eps` argument should be: use the eps the "
              "function is given, inside the square root: x / sqrt(mean(x^2) + eps) * weight. With a tiny eps "
-             "the difference is invisible; this case has a large one.", x / ms.sqrt() * w),
+             "the difference is invisible; this case has a large one."), x / ms.sqrt() * w),
         ])
-    return "matches llmlab.norms.rms_norm on 3 hidden cases, including one where the place of eps matters."
+    return say("matches llmlab.norms.rms_norm on 3 hidden cases, including one where the place of eps matters.")
 
 
 def check_layer_norm(fn: Learner) -> str:
@@ -80,18 +81,18 @@ def check_layer_norm(fn: Learner) -> str:
         mean = x.mean(-1, keepdim=True)
         var = (x - mean).pow(2).mean(-1, keepdim=True)
         expect_tensor(fn, got, reference(x, w, b, eps), atol=1e-4, mistakes=[
-            ("you used the unbiased variance (divide by n - 1): torch.var and torch.std do that by default. "
-             "LayerNorm divides by n: x.var(-1, keepdim=True, unbiased=False).",
+            (say("you used the unbiased variance (divide by n - 1): torch.var and torch.std do that by default. "
+             "LayerNorm divides by n: x.var(-1, keepdim=True, unbiased=False)."),
              (x - mean) / (x.var(-1, keepdim=True) + eps).sqrt() * w + b),
-            ("the mean was not subtracted: LayerNorm centres x first (x - mean), then divides by the standard "
-             "deviation. Without centring it is RMSNorm.", x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w + b),
-            ("eps belongs inside the square root: sqrt(var + eps), not sqrt(var) + eps.",
+            (say("the mean was not subtracted: LayerNorm centres x first (x - mean), then divides by the standard "
+             "deviation. Without centring it is RMSNorm."), x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w + b),
+            (say("eps belongs inside the square root: sqrt(var + eps), not sqrt(var) + eps."),
              (x - mean) / (var.sqrt() + eps) * w + b),
-            ("weight and bias are missing or swapped: y = normalised * weight + bias.", (x - mean) / (var + eps).sqrt()),
-            ("weight and bias are missing or swapped: y = normalised * weight + bias.",
+            (say("weight and bias are missing or swapped: y = normalised * weight + bias."), (x - mean) / (var + eps).sqrt()),
+            (say("weight and bias are missing or swapped: y = normalised * weight + bias."),
              (x - mean) / (var + eps).sqrt() * b + w),
         ])
-    return "matches llmlab.norms.layer_norm (biased variance, eps inside the root) on 3 hidden cases."
+    return say("matches llmlab.norms.layer_norm (biased variance, eps inside the root) on 3 hidden cases.")
 
 
 def _linear_map(d: int, seed: int, name: str):
@@ -126,19 +127,19 @@ def check_prenorm_block(fn: Learner) -> str:
         h = x + attn(norm1(x))
         post = norm1(x + attn(x))
         expect_tensor(fn, got, h + mlp(norm2(h)), atol=1e-5, mistakes=[
-            ("that is the post-norm block of the 2017 Transformer: norm(x + sublayer(x)). A pre-norm block "
+            (say("that is the post-norm block of the 2017 Transformer: norm(x + sublayer(x)). A pre-norm block "
              "normalises the sublayer's INPUT and adds its output to the un-normalised residual: "
-             "x + sublayer(norm(x)).", norm2(post + mlp(post))),
-            ("the residual connections are missing: add each sublayer's output to its input "
-             "(h = x + attn(norm1(x)); out = h + mlp(norm2(h))).", mlp(norm2(attn(norm1(x))))),
-            ("the FFN must read the residual AFTER attention (h), not the block input x: "
-             "out = h + mlp(norm2(h)). Reading x is the parallel block of GPT-J, a different design.",
+             "x + sublayer(norm(x))."), norm2(post + mlp(post))),
+            (say("the residual connections are missing: add each sublayer's output to its input "
+             "(h = x + attn(norm1(x)); out = h + mlp(norm2(h)))."), mlp(norm2(attn(norm1(x))))),
+            (say("the FFN must read the residual AFTER attention (h), not the block input x: "
+             "out = h + mlp(norm2(h)). Reading x is the parallel block of GPT-J, a different design."),
              h + mlp(norm2(x))),
-            ("each sublayer has its own norm: norm1 before attention, norm2 before the FFN.", h + mlp(norm1(h))),
-            ("the residual must carry the un-normalised x: h = x + attn(norm1(x)), not norm1(x) + attn(norm1(x)).",
+            (say("each sublayer has its own norm: norm1 before attention, norm2 before the FFN."), h + mlp(norm1(h))),
+            (say("the residual must carry the un-normalised x: h = x + attn(norm1(x)), not norm1(x) + attn(norm1(x))."),
              (norm1(x) + attn(norm1(x))) + mlp(norm2(norm1(x) + attn(norm1(x))))),
         ])
-    return "a correct pre-norm residual block on two hidden inputs."
+    return say("a correct pre-norm residual block on two hidden inputs.")
 
 
 # ---------------------------------------------------------------- ch. 8: a whole Llama block from raw weights
@@ -216,19 +217,19 @@ def check_llama_block(fn: Learner) -> str:
         got = fn(x, {k: v.clone() for k, v in w.items()}, H, H_kv, cos, sin, eps,
                  names=("x", "w", "n_heads", "n_kv_heads", "cos", "sin", "eps"))
         expect_tensor(fn, got, _llama_block_reference(*args), atol=1e-4, rtol=1e-3, mistakes=[
-            ("that is the post-norm block of the 2017 Transformer: norm(x + sublayer(x)). Llama normalises the "
-             "sublayer's INPUT and adds its output to the un-normalised stream: h = x + attn(rms_norm(x)).",
+            (say("that is the post-norm block of the 2017 Transformer: norm(x + sublayer(x)). Llama normalises the "
+             "sublayer's INPUT and adds its output to the un-normalised stream: h = x + attn(rms_norm(x))."),
              _llama_block_variant(*args, layout="post")),
-            ("the residual connections are missing: add each sublayer's output to the stream it read "
-             "(h = x + attn(...), out = h + ffn(...)).", _llama_block_variant(*args, layout="no-residual")),
-            ("the FFN must read the stream AFTER attention: out = h + ffn(rms_norm(h)), not rms_norm(x).",
+            (say("the residual connections are missing: add each sublayer's output to the stream it read "
+             "(h = x + attn(...), out = h + ffn(...))."), _llama_block_variant(*args, layout="no-residual")),
+            (say("the FFN must read the stream AFTER attention: out = h + ffn(rms_norm(h)), not rms_norm(x)."),
              _llama_block_variant(*args, ffn_reads="x")),
-            ("the RMSNorm weights are missing: multiply the normalised vector by w['attn_norm'] (before attention) "
-             "and w['mlp_norm'] (before the FFN).", _llama_block_variant(*args, norm_weight=False)),
-            ("SiLU went on the wrong branch of the FFN: silu(x @ gate) * (x @ up), then @ down.",
+            (say("the RMSNorm weights are missing: multiply the normalised vector by w['attn_norm'] (before attention) "
+             "and w['mlp_norm'] (before the FFN)."), _llama_block_variant(*args, norm_weight=False)),
+            (say("SiLU went on the wrong branch of the FFN: silu(x @ gate) * (x @ up), then @ down."),
              _llama_block_variant(*args, act="swap")),
-            ("you used GELU; Llama's FFN is SwiGLU, with SiLU on the gate.", _llama_block_variant(*args, act="gelu")),
-            ("RoPE is missing: rotate q and k (split halves) inside the attention.",
+            (say("you used GELU; Llama's FFN is SwiGLU, with SiLU on the gate."), _llama_block_variant(*args, act="gelu")),
+            (say("RoPE is missing: rotate q and k (split halves) inside the attention."),
              _llama_block_variant(*args, rope=False)),
         ])
-    return "matches llmlab's pre-norm Block (RMSNorm, causal GQA with RoPE, SwiGLU) on two hidden configurations."
+    return say("matches llmlab's pre-norm Block (RMSNorm, causal GQA with RoPE, SwiGLU) on two hidden configurations.")

@@ -7,6 +7,7 @@ import torch
 from llmlab.exercises.compare import expect_equal, expect_tensor, maybe
 from llmlab.exercises.core import Learner, generator
 from llmlab.exercises.results import Mistake
+from llmlab.exercises.messages import say
 
 
 def check_greedy_next_token(fn: Learner) -> str:
@@ -17,13 +18,13 @@ def check_greedy_next_token(fn: Learner) -> str:
         logits = torch.randn(B, T, V, generator=g) * 3
         got = fn(logits, names=("logits",))
         expect_tensor(fn, got, logits[:, -1].argmax(-1), mistakes=[
-            ("you read the FIRST position. The prediction for the next token is at the last position, "
-             "logits[:, -1], the only one that has seen the whole prompt.", logits[:, 0].argmax(-1)),
-            ("you returned a prediction for every position; only the last position predicts the next token "
-             "(logits[:, -1]).", logits.argmax(-1)),
-            ("argmin picks the LEAST likely token; use argmax.", logits[:, -1].argmin(-1)),
+            (say("you read the FIRST position. The prediction for the next token is at the last position, "
+             "logits[:, -1], the only one that has seen the whole prompt."), logits[:, 0].argmax(-1)),
+            (say("you returned a prediction for every position; only the last position predicts the next token "
+             "(logits[:, -1])."), logits.argmax(-1)),
+            (say("argmin picks the LEAST likely token; use argmax."), logits[:, -1].argmin(-1)),
         ])
-    return "picks the argmax of the last position's logits for every sequence in the batch."
+    return say("picks the argmax of the last position's logits for every sequence in the batch.")
 
 
 def check_temperature(fn: Learner) -> str:
@@ -36,17 +37,17 @@ def check_temperature(fn: Learner) -> str:
         probs = torch.softmax(logits, -1)
         sharpened = probs ** (1 / t)
         expect_tensor(fn, got, torch.softmax(logits / t, -1), atol=1e-5, nonfinite_hint=(
-            "exp() overflowed on large logits: subtract the max before exp (or use torch.softmax)."), mistakes=[
-            ("you multiplied by the temperature; divide the logits by it: a high temperature must flatten "
-             "the distribution.", torch.softmax(logits * t, -1)),
-            ("the temperature goes on the logits BEFORE the softmax: softmax(logits / t). Dividing "
-             "probabilities by t does not give a distribution (it no longer sums to 1).", probs / t),
-            ("p ** (1/t) is proportional to the right answer but does not sum to 1: renormalise, or better, "
-             "compute softmax(logits / t).", sharpened),
-            ("you returned the scaled logits; the exercise asks for probabilities: softmax(logits / t).", logits / t),
-            ("the temperature was ignored: this is softmax(logits).", probs),
+            say("exp() overflowed on large logits: subtract the max before exp (or use torch.softmax).")), mistakes=[
+            (say("you multiplied by the temperature; divide the logits by it: a high temperature must flatten "
+             "the distribution."), torch.softmax(logits * t, -1)),
+            (say("the temperature goes on the logits BEFORE the softmax: softmax(logits / t). Dividing "
+             "probabilities by t does not give a distribution (it no longer sums to 1)."), probs / t),
+            (say("p ** (1/t) is proportional to the right answer but does not sum to 1: renormalise, or better, "
+             "compute softmax(logits / t)."), sharpened),
+            (say("you returned the scaled logits; the exercise asks for probabilities: softmax(logits / t)."), logits / t),
+            (say("the temperature was ignored: this is softmax(logits)."), probs),
         ])
-    return "softmax(logits / t) for t = 0.5, 0.7, 1 and 2, including large logits."
+    return say("softmax(logits / t) for t = 0.5, 0.7, 1 and 2, including large logits.")
 
 
 def check_top_k(fn: Learner) -> str:
@@ -59,17 +60,17 @@ def check_top_k(fn: Learner) -> str:
     for logits, k in cases:
         got = fn(logits, k, names=("logits", "k"))
         expect_tensor(fn, got, reference(logits, k), mistakes=[
-            (f"one token too many: keep exactly k = {k} tokens (those >= the k-th largest value).",
+            (say("one token too many: keep exactly k = {a} tokens (those >= the k-th largest value).", a=k),
              _keep_top(logits, k + 1)),
-            (f"one token too few: keep exactly k = {k} tokens; the k-th largest value itself stays "
-             "(compare with >=, not >).", _keep_top(logits, k - 1)),
-            ("removed tokens must be set to -inf, not 0: softmax turns a 0 logit into e^0 = 1, a real "
-             "probability, so the 'removed' tokens could still be sampled.",
+            (say("one token too few: keep exactly k = {a} tokens; the k-th largest value itself stays (compare "
+                 "with >=, not >).", a=k), _keep_top(logits, k - 1)),
+            (say("removed tokens must be set to -inf, not 0: softmax turns a 0 logit into e^0 = 1, a real "
+             "probability, so the 'removed' tokens could still be sampled."),
              torch.where(_keep_top(logits, k) == float("-inf"), torch.zeros_like(logits), logits)),
-            ("you kept the k SMALLEST logits; keep the k largest (topk(..., largest=True), the default).",
+            (say("you kept the k SMALLEST logits; keep the k largest (topk(..., largest=True), the default)."),
              _keep_bottom(logits, k)),
         ])
-    return "keeps exactly the k largest logits (k = 1 .. 4, batched too) and sets the rest to -inf."
+    return say("keeps exactly the k largest logits (k = 1 .. 4, batched too) and sets the rest to -inf.")
 
 
 def _keep_top(logits, k):
@@ -119,24 +120,24 @@ def check_top_p(fn: Learner) -> str:
         got = fn(logits, p, names=("logits", "p"))
         expected = reference(logits, p)
         if isinstance(got, torch.Tensor) and got.shape == logits.shape and torch.isinf(got).all():
-            raise Mistake(f"{fn.last_call} removed every token. The most likely token must always survive: "
-                          "keep tokens until the cumulative probability REACHES p, including the token that "
-                          "crosses p (a rule like cumsum <= p keeps one token too few and can keep none).")
+            raise Mistake(say("{a} removed every token. The most likely token must always survive: keep tokens until the "
+                              "cumulative probability REACHES p, including the token that crosses p (a rule like cumsum <= p "
+                              "keeps one token too few and can keep none).", a=fn.last_call))
         expect_tensor(fn, got, expected, mistakes=[
-            ("one token too few: the nucleus includes the token whose probability makes the running total "
+            (say("one token too few: the nucleus includes the token whose probability makes the running total "
              "cross p. Remove a token only if the probabilities BEFORE it already add up to p or more "
-             "(shift the cumulative sum by one, or compare cumsum - prob < p).",
+             "(shift the cumulative sum by one, or compare cumsum - prob < p)."),
              _top_p_variant(logits, p, "one_too_few")),
-            ("one token too many: stop as soon as the total reaches p (compare the cumulative sum before the "
-             "token with < p, not <= p).", _top_p_variant(logits, p, "one_too_many")),
-            ("the cumulative sum must run from the most likely token down (sort descending); you summed "
-             "from the least likely one.", _top_p_variant(logits, p, "ascending")),
-            ("nothing was removed. The cumulative sum must run over PROBABILITIES (softmax first, then sort "
-             "descending and cumsum); sums of raw logits are not probabilities and never reach p.", logits),
-            ("removed tokens must be set to -inf, not 0 (a 0 logit still has probability e^0 / Z).",
+            (say("one token too many: stop as soon as the total reaches p (compare the cumulative sum before the "
+             "token with < p, not <= p)."), _top_p_variant(logits, p, "one_too_many")),
+            (say("the cumulative sum must run from the most likely token down (sort descending); you summed "
+             "from the least likely one."), _top_p_variant(logits, p, "ascending")),
+            (say("nothing was removed. The cumulative sum must run over PROBABILITIES (softmax first, then sort "
+             "descending and cumsum); sums of raw logits are not probabilities and never reach p."), logits),
+            (say("removed tokens must be set to -inf, not 0 (a 0 logit still has probability e^0 / Z)."),
              torch.where(expected == float("-inf"), torch.zeros_like(logits), logits)),
         ])
-    return "keeps the smallest set of top tokens that reaches p, for unsorted and batched logits."
+    return say("keeps the smallest set of top tokens that reaches p, for unsorted and batched logits.")
 
 
 def check_kv_decode_step(fn: Learner) -> str:
@@ -149,7 +150,7 @@ def check_kv_decode_step(fn: Learner) -> str:
 
     g = generator(47)
     fn.error_hints = [("Sizes of tensors must match except in dimension 3",
-                       "append along the time axis, dim 2 of (B, H, T, hd): torch.cat((k_cache, k_new), dim=2).")]
+                       say("append along the time axis, dim 2 of (B, H, T, hd): torch.cat((k_cache, k_new), dim=2)."))]
     B, H, hd = 2, 3, 8
     k_cache, v_cache = torch.zeros(B, H, 0, hd), torch.zeros(B, H, 0, hd)
     seeded = torch.randn(B, H, 3, hd, generator=g), torch.randn(B, H, 3, hd, generator=g)
@@ -161,29 +162,29 @@ def check_kv_decode_step(fn: Learner) -> str:
         k_all, v_all = torch.cat((k_cache, k_new), dim=2), torch.cat((v_cache, v_new), dim=2)  # (B, H, T+1, hd)
         expected, _ = scaled_dot_product_attention(q, k_all, v_all)                            # (B, H, 1, hd)
         if not (isinstance(got, (tuple, list)) and len(got) == 3):
-            raise Mistake(f"{fn.last_call} returned {type(got).__name__}; expected a tuple of three tensors: "
-                          "(out, k_cache, v_cache) with the new key and value appended to the caches.")
+            raise Mistake(say("{a} returned {b}; expected a tuple of three tensors: (out, k_cache, v_cache) with the new key "
+                              "and value appended to the caches.", a=fn.last_call, b=type(got).__name__))
         out, new_k, new_v = got
-        expect_tensor(fn, new_k, k_all, what="the returned k_cache", mistakes=[
-            ("append along the time axis (dim 2 of (B, H, T, hd)), not the last one.", maybe(lambda: torch.cat((k_cache, k_new), -1))),
-            ("the new key goes at the END of the cache (the newest position is last).", torch.cat((k_new, k_cache), 2)),
+        expect_tensor(fn, new_k, k_all, what=say("the returned k_cache"), mistakes=[
+            (say("append along the time axis (dim 2 of (B, H, T, hd)), not the last one."), maybe(lambda: torch.cat((k_cache, k_new), -1))),
+            (say("the new key goes at the END of the cache (the newest position is last)."), torch.cat((k_new, k_cache), 2)),
         ])
-        expect_tensor(fn, new_v, v_all, what="the returned v_cache", mistakes=[
-            ("append v_new to v_cache along the time axis (dim 2).", maybe(lambda: torch.cat((v_cache, v_new), -1))),
+        expect_tensor(fn, new_v, v_all, what=say("the returned v_cache"), mistakes=[
+            (say("append v_new to v_cache along the time axis (dim 2)."), maybe(lambda: torch.cat((v_cache, v_new), -1))),
         ])
         mistakes = [
-            (f"the scores were not scaled by 1/sqrt(head_dim) = 1/sqrt({hd}).",
+            (say("the scores were not scaled by 1/sqrt(head_dim) = 1/sqrt({a}).", a=hd),
              torch.softmax(q @ k_all.transpose(-2, -1), -1) @ v_all),
-            ("a causal mask built as tril on the (1, T+1) score matrix keeps only the FIRST key. A single new "
-             "query may see every cached key and itself: use no mask in a decode step.", v_all[:, :, :1]),
+            (say("a causal mask built as tril on the (1, T+1) score matrix keeps only the FIRST key. A single new "
+             "query may see every cached key and itself: use no mask in a decode step."), v_all[:, :, :1]),
         ]
         if k_cache.shape[2] > 0:
             mistakes.append((
-                "the query attended only to the old cache: append k_new and v_new first, so the token also "
-                "attends to itself.", scaled_dot_product_attention(q, k_cache, v_cache)[0]))
-        expect_tensor(fn, out, expected, what="the attention output", atol=1e-5, mistakes=mistakes)
+                say("the query attended only to the old cache: append k_new and v_new first, so the token also "
+                "attends to itself."), scaled_dot_product_attention(q, k_cache, v_cache)[0]))
+        expect_tensor(fn, out, expected, what=say("the attention output"), atol=1e-5, mistakes=mistakes)
         k_cache, v_cache = k_all, v_all
-    return "four decode steps, from an empty cache and from a 3-token cache: caches and outputs are correct."
+    return say("four decode steps, from an empty cache and from a 3-token cache: caches and outputs are correct.")
 
 
 def check_kv_cache_bytes(fn: Learner) -> str:
@@ -200,12 +201,12 @@ def check_kv_cache_bytes(fn: Learner) -> str:
                  names=("n_layers", "n_heads", "n_kv_heads", "head_dim", "seq_len", "batch_size", "bytes_per_value"))
         expected = 2 * L * KV * hd * T * B * nbytes
         expect_equal(fn, got, expected, mistakes=[
-            ("the factor 2 is missing: the cache stores a key AND a value per token, head and layer.", expected // 2),
-            ("only the KEY/VALUE heads are cached: with grouped-query attention use n_kv_heads, not n_heads.",
+            (say("the factor 2 is missing: the cache stores a key AND a value per token, head and layer."), expected // 2),
+            (say("only the KEY/VALUE heads are cached: with grouped-query attention use n_kv_heads, not n_heads."),
              2 * L * H * hd * T * B * nbytes),
-            ("you counted values, not bytes: multiply by bytes_per_value (2 for bf16/fp16, 4 for fp32).",
+            (say("you counted values, not bytes: multiply by bytes_per_value (2 for bf16/fp16, 4 for fp32)."),
              2 * L * KV * hd * T * B),
-            ("every layer has its own cache: multiply by n_layers.", 2 * KV * hd * T * B * nbytes),
-            ("every sequence in the batch has its own cache: multiply by batch_size.", 2 * L * KV * hd * T * nbytes),
+            (say("every layer has its own cache: multiply by n_layers."), 2 * KV * hd * T * B * nbytes),
+            (say("every sequence in the batch has its own cache: multiply by batch_size."), 2 * L * KV * hd * T * nbytes),
         ])
-    return f"exact byte counts for 4 configurations (SmolLM2 at 8K tokens: {2 * 30 * 3 * 64 * 8192 * 2 / 2**20:.0f} MiB)."
+    return say("exact byte counts for 4 configurations (SmolLM2 at 8K tokens: {a} MiB).", a=f"{2 * 30 * 3 * 64 * 8192 * 2 / 2**20:.0f}")

@@ -6,6 +6,7 @@ import torch
 
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.messages import say
 
 
 def _cka(x: torch.Tensor, y: torch.Tensor, center: str | None = "columns", squared: bool = True) -> torch.Tensor:
@@ -27,14 +28,14 @@ def check_linear_cka(fn: Learner) -> str:
         y = x[:, :1] @ torch.randn(1, d2, generator=g) + torch.randn(n, d2, generator=g) + 1
         got = fn(x.double(), y.double(), names=("x", "y"))
         expect_tensor(fn, got, _cka(x.double(), y.double()), atol=1e-6, mistakes=[
-            ("the features were not centred: subtract each column's mean over the examples "
-             "(x - x.mean(0, keepdim=True)) before the products.", _cka(x.double(), y.double(), center=None)),
-            ("you centred the rows; centre each COLUMN (feature) over the n examples: mean(dim=0).",
+            (say("the features were not centred: subtract each column's mean over the examples "
+             "(x - x.mean(0, keepdim=True)) before the products."), _cka(x.double(), y.double(), center=None)),
+            (say("you centred the rows; centre each COLUMN (feature) over the n examples: mean(dim=0)."),
              _cka(x.double(), y.double(), center="rows")),
-            ("the norms in linear CKA are squared in the numerator: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F).",
+            (say("the norms in linear CKA are squared in the numerator: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)."),
              _cka(x.double(), y.double(), squared=False)),
         ])
-    return "linear CKA with centred features matches on 3 hidden pairs of representations."
+    return say("linear CKA with centred features matches on 3 hidden pairs of representations.")
 
 
 def check_logit_lens(fn: Learner) -> str:
@@ -55,12 +56,12 @@ def check_logit_lens(fn: Learner) -> str:
         got = fn(resid, final_norm, unembed, names=("resid", "final_norm", "unembed"))
         expected = unembed(final_norm(resid))
         expect_tensor(fn, got, expected, atol=1e-4, mistakes=[
-            ("the final norm is missing: the LM head was trained on NORMALISED vectors, so apply final_norm "
-             "before unembed. Without it the scale of the residual stream distorts the logits.", unembed(resid)),
-            ("you returned probabilities; the exercise asks for the logits (no softmax).", torch.softmax(expected, -1)),
-            ("you returned only the last position; decode every position (B, T, V).", expected[:, -1]),
+            (say("the final norm is missing: the LM head was trained on NORMALISED vectors, so apply final_norm "
+             "before unembed. Without it the scale of the residual stream distorts the logits."), unembed(resid)),
+            (say("you returned probabilities; the exercise asks for the logits (no softmax)."), torch.softmax(expected, -1)),
+            (say("you returned only the last position; decode every position (B, T, V)."), expected[:, -1]),
         ])
-    return "final norm, then unembedding, at every position: correct on two hidden residual streams."
+    return say("final norm, then unembedding, at every position: correct on two hidden residual streams.")
 
 
 def check_steering_vector(fn: Learner) -> str:
@@ -72,13 +73,13 @@ def check_steering_vector(fn: Learner) -> str:
         got = fn(pos, neg, names=("acts_pos", "acts_neg"))
         expected = pos.mean(0) - neg.mean(0)
         expect_tensor(fn, got, expected, atol=1e-5, mistakes=[
-            ("the sign is reversed: the direction points FROM the prompts without the concept TO the prompts "
-             "with it, mean(acts_pos) - mean(acts_neg).", -expected),
-            ("you summed instead of averaging: the two groups have different sizes, so sums do not compare; "
-             "use .mean(dim=0).", pos.sum(0) - neg.sum(0)),
-            ("you normalised the vector to unit length; return the raw difference of means (its length is "
-             "part of the information: how far apart the two groups are).", expected / expected.norm()),
-            ("the mean must be over the prompts (dim 0), giving one d-dimensional vector.",
+            (say("the sign is reversed: the direction points FROM the prompts without the concept TO the prompts "
+             "with it, mean(acts_pos) - mean(acts_neg)."), -expected),
+            (say("you summed instead of averaging: the two groups have different sizes, so sums do not compare; "
+             "use .mean(dim=0)."), pos.sum(0) - neg.sum(0)),
+            (say("you normalised the vector to unit length; return the raw difference of means (its length is "
+             "part of the information: how far apart the two groups are)."), expected / expected.norm()),
+            (say("the mean must be over the prompts (dim 0), giving one d-dimensional vector."),
              pos.mean(1) - neg.mean(1) if N == M else None),
         ])
-    return "difference of mean activations (with minus without) on two hidden groups."
+    return say("difference of mean activations (with minus without) on two hidden groups.")

@@ -15,6 +15,7 @@ import torch
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
 from llmlab.numerics import assert_same_up_to_rounding
+from llmlab.exercises.messages import say
 
 
 def _tiny_model(seed: int):
@@ -83,25 +84,25 @@ def check_restore_one(fn: Learner) -> str:
         v = _trace_variants(model, ids, subject, layer, position, answer, noise)
         got = fn(model, ids, list(subject), layer, position, answer, noise.clone(),
                  names=("model", "ids", "subject", "layer", "position", "answer", "noise"))
-        expect_tensor(fn, got, v["right"].float(), atol=1e-5, rtol=1e-4, what="p(answer) after one restore", mistakes=[
-            ("this is the clean run's probability: either the noise is missing from the restored run, or you "
+        expect_tensor(fn, got, v["right"].float(), atol=1e-5, rtol=1e-4, what=say("p(answer) after one restore"), mistakes=[
+            (say("this is the clean run's probability: either the noise is missing from the restored run, or you "
              "restored every position (which gives the clean run back). Keep the noise on the subject's "
-             "embeddings; only ONE state (after block `layer`, at `position`) comes from the clean run.",
+             "embeddings; only ONE state (after block `layer`, at `position`) comes from the clean run."),
              v["clean"].float()),
-            ("this is the corrupted run's probability: nothing was restored. Replace the residual stream after "
-             "block `layer` at `position` (hook_name(layer, 'resid_post')) with the clean run's value.",
+            (say("this is the corrupted run's probability: nothing was restored. Replace the residual stream after "
+             "block `layer` at `position` (hook_name(layer, 'resid_post')) with the clean run's value."),
              v["corrupted"].float()),
-            ("you restored the stream that ENTERS block `layer` (resid_pre); restore what LEAVES it "
-             "(hook_name(layer, 'resid_post')).", v["pre"].float()),
-            ("you returned the answer's logit; return its probability (softmax over the vocabulary at the "
-             "last position).", v["logit"].float()),
-            ("you restored every position of that block; restore only `position`, the others stay corrupted.",
+            (say("you restored the stream that ENTERS block `layer` (resid_pre); restore what LEAVES it "
+             "(hook_name(layer, 'resid_post'))."), v["pre"].float()),
+            (say("you returned the answer's logit; return its probability (softmax over the vocabulary at the "
+             "last position)."), v["logit"].float()),
+            (say("you restored every position of that block; restore only `position`, the others stay corrupted."),
              v["all_restored"].float()),
-            ("the noise must go on the subject's positions only (x[:, subject] += noise), not on every token.",
+            (say("the noise must go on the subject's positions only (x[:, subject] += noise), not on every token."),
              v["all_noised"].float()),
         ])
-    return ("causal tracing matches on 4 hidden (prompt, subject, block, position) cases of a small model: "
-            "noise on the subject, one clean state restored.")
+    return (say("causal tracing matches on 4 hidden (prompt, subject, block, position) cases of a small model: "
+            "noise on the subject, one clean state restored."))
 
 
 def _shares(parts, weight, eps, row, per_part=False, no_weight=False, no_norm=False, centred=False):
@@ -137,18 +138,18 @@ def check_logit_shares(fn: Learner) -> str:
         assert_same_up_to_rounding(expected.sum(), logit, depth=n + 2 * d,
                                    scale=float((parts * scale * weight * row).abs().sum()))
         got = fn(parts.clone(), weight.clone(), eps, row.clone(), names=("parts", "norm_weight", "eps", "unembed_row"))
-        expect_tensor(fn, got, expected, atol=1e-6, rtol=1e-5, what="one share per part", mistakes=[
-            ("each part was divided by its OWN rms; the divisor is the rms of the sum h = parts.sum(0), "
-             "frozen at its value on this run. Only then do the shares add up to the logit.",
+        expect_tensor(fn, got, expected, atol=1e-6, rtol=1e-5, what=say("one share per part"), mistakes=[
+            (say("each part was divided by its OWN rms; the divisor is the rms of the sum h = parts.sum(0), "
+             "frozen at its value on this run. Only then do the shares add up to the logit."),
              _shares(parts, weight, eps, row, per_part=True)),
-            ("the norm's per-channel weight is missing: multiply by norm_weight before the dot product with "
-             "the unembedding row.", _shares(parts, weight, eps, row, no_weight=True)),
-            ("the final norm's scale is missing: divide every part by rms(h) = sqrt(mean(h^2) + eps); the LM "
-             "head reads normalised vectors.", _shares(parts, weight, eps, row, no_norm=True)),
-            ("RMSNorm does not subtract the mean (LayerNorm does): divide by the root mean square only.",
+            (say("the norm's per-channel weight is missing: multiply by norm_weight before the dot product with "
+             "the unembedding row."), _shares(parts, weight, eps, row, no_weight=True)),
+            (say("the final norm's scale is missing: divide every part by rms(h) = sqrt(mean(h^2) + eps); the LM "
+             "head reads normalised vectors."), _shares(parts, weight, eps, row, no_norm=True)),
+            (say("RMSNorm does not subtract the mean (LayerNorm does): divide by the root mean square only."),
              _shares(parts, weight, eps, row, centred=True)),
         ])
-    return "the shares match on 3 hidden sets of parts and add up to the logit of the RMSNorm readout."
+    return say("the shares match on 3 hidden sets of parts and add up to the logit of the RMSNorm readout.")
 
 
 def _induction(pattern, length, offset=1):
@@ -176,14 +177,14 @@ def check_induction_score(fn: Learner) -> str:
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         pattern = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1)
         got = fn(pattern.clone(), L, names=("pattern", "length"))
-        expect_tensor(fn, got, _induction(pattern, L), atol=1e-5, what="one score per head", mistakes=[
-            ("you read the weight on t - L, the earlier copy of the CURRENT token (a duplicate-token head); an "
-             "induction head looks one further, at t - L + 1: the token that came after it.",
+        expect_tensor(fn, got, _induction(pattern, L), atol=1e-5, what=say("one score per head"), mistakes=[
+            (say("you read the weight on t - L, the earlier copy of the CURRENT token (a duplicate-token head); an "
+             "induction head looks one further, at t - L + 1: the token that came after it."),
              _induction(pattern, L, offset=0)),
-            ("you read the weight on t - 1, the previous token (a previous-token head); the induction score "
-             "reads key t - L + 1.", _previous_token(pattern, L)),
+            (say("you read the weight on t - 1, the previous token (a previous-token head); the induction score "
+             "reads key t - L + 1."), _previous_token(pattern, L)),
         ])
-    return "the induction score matches on 3 hidden sets of attention patterns (an induction head planted in each)."
+    return say("the induction score matches on 3 hidden sets of attention patterns (an induction head planted in each).")
 
 
 def _gqa_model(seed: int):
@@ -277,36 +278,36 @@ def check_patch_head(fn: Learner) -> str:
                  names=("model", "clean_ids", "corrupt_ids", "layer", "head", "position", "answer", "wrong"))
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.reshape(())
-        expect_tensor(fn, got, v["right"].float(), atol=1e-4, rtol=1e-3, what="recovered fraction", mistakes=[
-            ("this is the fraction for patching the whole block's output (the residual stream after block "
-             "`layer`); patch ONE head: hook_name(layer, 'attn.z')[:, position, head].", v["block"].float()),
-            ("this is the fraction for patching all heads of the block at once (the attention layer's whole "
-             "output); replace only head `head`: x[:, position, head].", v["all_heads"].float()),
-            ("you sliced the attention output AFTER o_proj (hook_attn_out[..., head*head_dim:(head+1)*head_dim]); "
+        expect_tensor(fn, got, v["right"].float(), atol=1e-4, rtol=1e-3, what=say("recovered fraction"), mistakes=[
+            (say("this is the fraction for patching the whole block's output (the residual stream after block "
+             "`layer`); patch ONE head: hook_name(layer, 'attn.z')[:, position, head]."), v["block"].float()),
+            (say("this is the fraction for patching all heads of the block at once (the attention layer's whole "
+             "output); replace only head `head`: x[:, position, head]."), v["all_heads"].float()),
+            (say("you sliced the attention output AFTER o_proj (hook_attn_out[..., head*head_dim:(head+1)*head_dim]); "
              "o_proj has already mixed the heads there, so no slice of it is one head. Patch the o_proj input, "
-             "hook_name(layer, 'attn.z'), which keeps one (head_dim,) vector per query head.", v["after_o"].float()),
-            ("you patched query head head // group: that is the index of the key/value head this query head "
-             "shares (GQA). hook_z has one slot per QUERY head: index it with `head` itself.",
+             "hook_name(layer, 'attn.z'), which keeps one (head_dim,) vector per query head."), v["after_o"].float()),
+            (say("you patched query head head // group: that is the index of the key/value head this query head "
+             "shares (GQA). hook_z has one slot per QUERY head: index it with `head` itself."),
              v["kv_index"].float()),
-            ("you patched the values of the shared key/value head (hook_v); with GQA that head feeds several "
+            (say("you patched the values of the shared key/value head (hook_v); with GQA that head feeds several "
              "query heads, and a value at `position` is read by later positions too. Patch the head's output, "
-             "hook_name(layer, 'attn.z')[:, position, head].", v["v_head"].float()),
-            ("you patched the head at every position; patch only `position`, the others stay corrupted.",
+             "hook_name(layer, 'attn.z')[:, position, head]."), v["v_head"].float()),
+            (say("you patched the head at every position; patch only `position`, the others stay corrupted."),
              v["every_position"].float()),
-            ("you patched the head at the last position; patch it at `position`.", v["last_position"].float()),
-            ("this is the patched run's logit difference itself; normalise it: (LD_patched - LD_corrupt) / "
-             "(LD_clean - LD_corrupt), 0 = nothing recovered, 1 = all of it.", v["not_normalised"].float()),
-            ("you divided the patched logit difference by the clean one; subtract the corrupted run's first, "
-             "top and bottom: (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt).", v["over_clean"].float()),
-            ("the denominator must be LD_clean - LD_corrupt, not LD_clean alone.", v["shifted_over_clean"].float()),
-            ("this is the fraction NOT recovered (1 minus the answer): put LD_patched - LD_corrupt on top.",
+            (say("you patched the head at the last position; patch it at `position`."), v["last_position"].float()),
+            (say("this is the patched run's logit difference itself; normalise it: (LD_patched - LD_corrupt) / "
+             "(LD_clean - LD_corrupt), 0 = nothing recovered, 1 = all of it."), v["not_normalised"].float()),
+            (say("you divided the patched logit difference by the clean one; subtract the corrupted run's first, "
+             "top and bottom: (LD_patched - LD_corrupt) / (LD_clean - LD_corrupt)."), v["over_clean"].float()),
+            (say("the denominator must be LD_clean - LD_corrupt, not LD_clean alone."), v["shifted_over_clean"].float()),
+            (say("this is the fraction NOT recovered (1 minus the answer): put LD_patched - LD_corrupt on top."),
              v["lost"].float()),
-            ("you used probabilities; the measure is the difference of the two LOGITS at the last position.",
+            (say("you used probabilities; the measure is the difference of the two LOGITS at the last position."),
              v["probabilities"].float()),
-            ("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
-             "CORRUPTED run.", v["swapped"].float()),
-            ("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
-             "CORRUPTED run.", v["swapped_same_formula"].float()),
+            (say("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
+             "CORRUPTED run."), v["swapped"].float()),
+            (say("clean and corrupted are swapped: take the head's output from the CLEAN run and put it into the "
+             "CORRUPTED run."), v["swapped_same_formula"].float()),
         ])
-    return ("activation patching of one head matches on 4 hidden (prompt pair, block, head, position) cases of "
-            "a small model with SmolLM2's head layout (3 query heads per key/value head).")
+    return (say("activation patching of one head matches on 4 hidden (prompt pair, block, head, position) cases of "
+            "a small model with SmolLM2's head layout (3 query heads per key/value head)."))

@@ -5,6 +5,7 @@ import torch
 
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.messages import say
 
 
 def _sinusoidal_variant(T, d, exponent="pairs", layout="interleaved", first="sin"):
@@ -27,16 +28,16 @@ def check_sinusoidal(fn: Learner) -> str:
     for T, d in [(3, 4), (10, 8), (50, 16)]:
         got = fn(T, d, names=("T", "d"))
         expect_tensor(fn, got, reference(T, d), atol=1e-4, mistakes=[
-            ("sin and cos are swapped: even channels (0, 2, 4, ...) hold sin, odd channels hold cos. "
-             "Row 0 must read (0, 1, 0, 1, ...).", _sinusoidal_variant(T, d, first="cos")),
-            ("you put all the sines first and then all the cosines (concatenated halves). The 2017 table "
-             "interleaves them: channel 2i is sin and channel 2i+1 is cos of the same angle.",
+            (say("sin and cos are swapped: even channels (0, 2, 4, ...) hold sin, odd channels hold cos. "
+             "Row 0 must read (0, 1, 0, 1, ...)."), _sinusoidal_variant(T, d, first="cos")),
+            (say("you put all the sines first and then all the cosines (concatenated halves). The 2017 table "
+             "interleaves them: channel 2i is sin and channel 2i+1 is cos of the same angle."),
              _sinusoidal_variant(T, d, layout="concat")),
-            ("the frequencies are off: the exponent is 2i/d where i counts channel PAIRS (so use "
-             "torch.arange(0, d, 2) / d); you used i/d, which makes every clock too fast.",
+            (say("the frequencies are off: the exponent is 2i/d where i counts channel PAIRS (so use "
+             "torch.arange(0, d, 2) / d); you used i/d, which makes every clock too fast."),
              _sinusoidal_variant(T, d, exponent="index")),
         ])
-    return "matches llmlab.positions.sinusoidal_encoding for (T, d) = (3, 4), (10, 8) and (50, 16)."
+    return say("matches llmlab.positions.sinusoidal_encoding for (T, d) = (3, 4), (10, 8) and (50, 16).")
 
 
 def _rope_variant(x, base=10000.0, layout="halves", direction=1.0, start=0, exponent="pairs"):
@@ -66,16 +67,16 @@ def check_rope(fn: Learner) -> str:
         got = fn(x, base, names=("x", "base"))
         cos, sin = rope_cos_sin(shape[-2], shape[-1], base)
         expect_tensor(fn, got, apply_rope(x, cos, sin), atol=1e-4, mistakes=[
-            ("you rotated neighbouring channels (0, 1), (2, 3), ... together: that is the interleaved layout "
+            (say("you rotated neighbouring channels (0, 1), (2, 3), ... together: that is the interleaved layout "
              "of the RoPE paper. llmlab and Hugging Face Llama checkpoints use split halves: channel j pairs "
-             "with channel j + head_dim/2 (rotate_half).", _rope_variant(x, base, layout="interleaved")),
-            ("the rotation goes the wrong way: (x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos); "
-             "you have the sign of sin flipped.", _rope_variant(x, base, direction=-1.0)),
-            ("the positions start at 1; the first token is at position 0 (it is not rotated at all).",
+             "with channel j + head_dim/2 (rotate_half)."), _rope_variant(x, base, layout="interleaved")),
+            (say("the rotation goes the wrong way: (x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos); "
+             "you have the sign of sin flipped."), _rope_variant(x, base, direction=-1.0)),
+            (say("the positions start at 1; the first token is at position 0 (it is not rotated at all)."),
              _rope_variant(x, base, start=1)),
-            ("the frequencies are off: pair j turns at base^(-2j/head_dim) (torch.arange(0, hd, 2) / hd); "
-             "you used base^(-j/head_dim).", _rope_variant(x, base, exponent="index")),
-            ("you ignored the `base` argument: use it instead of a fixed 10000.",
+            (say("the frequencies are off: pair j turns at base^(-2j/head_dim) (torch.arange(0, hd, 2) / hd); "
+             "you used base^(-j/head_dim)."), _rope_variant(x, base, exponent="index")),
+            (say("you ignored the `base` argument: use it instead of a fixed 10000."),
              _rope_variant(x, 10000.0) if base != 10000.0 else None),
         ])
-    return "matches llmlab.positions.apply_rope (split halves) on 3 hidden cases, including base=500."
+    return say("matches llmlab.positions.apply_rope (split halves) on 3 hidden cases, including base=500.")

@@ -8,6 +8,7 @@ import torch
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
 from llmlab.exercises.results import Mistake
+from llmlab.exercises.messages import say
 
 
 # ----------------------------------------------------------------------------- Q4_1
@@ -43,19 +44,19 @@ def check_dequantize_q4_1(fn: Learner) -> str:
         d, m, low, high = _fields(block)
         interleaved = torch.stack([low, high], dim=1).reshape(32)    # low, high, low, high, ...
         expect_tensor(fn, got, dequantize_q4_1_reference(block), atol=1e-4, rtol=1e-4, mistakes=[
-            ("nibble order: in GGUF the 16 LOW nibbles (byte & 0x0F) are weights 0-15 and the 16 HIGH "
-             "nibbles (byte >> 4) are weights 16-31; you interleaved them (low, high of byte 0, then byte 1...).",
+            (say("nibble order: in GGUF the 16 LOW nibbles (byte & 0x0F) are weights 0-15 and the 16 HIGH "
+             "nibbles (byte >> 4) are weights 16-31; you interleaved them (low, high of byte 0, then byte 1...)."),
              interleaved.float() * d + m),
-            ("nibble order: weights 0-15 are the LOW nibbles (byte & 0x0F), weights 16-31 the HIGH ones "
-             "(byte >> 4); you put the high nibbles first.", torch.cat([high, low]).float() * d + m),
-            ("you forgot the minimum: Q4_1 stores x = d * q + m; without + m every weight is shifted.",
+            (say("nibble order: weights 0-15 are the LOW nibbles (byte & 0x0F), weights 16-31 the HIGH ones "
+             "(byte >> 4); you put the high nibbles first."), torch.cat([high, low]).float() * d + m),
+            (say("you forgot the minimum: Q4_1 stores x = d * q + m; without + m every weight is shifted."),
              torch.cat([low, high]).float() * d),
-            ("the first fp16 number is the scale d, the second the minimum m; you swapped them.",
+            (say("the first fp16 number is the scale d, the second the minimum m; you swapped them."),
              torch.cat([low, high]).float() * m + d),
-            ("Q4_1 codes are unsigned (0..15) with a separate minimum m; subtracting 8 is Q4_0's convention.",
+            (say("Q4_1 codes are unsigned (0..15) with a separate minimum m; subtracting 8 is Q4_0's convention."),
              (torch.cat([low, high]).float() - 8) * d + m),
         ])
-    return "decodes 5 Q4_1 blocks exactly as llama.cpp does: d * q + m, low nibbles first."
+    return say("decodes 5 Q4_1 blocks exactly as llama.cpp does: d * q + m, low nibbles first.")
 
 
 # ----------------------------------------------------------------------------- int8 per row
@@ -75,36 +76,36 @@ def check_quantize_int8_rows(fn: Learner) -> str:
         w = torch.randn(out_f, in_f, generator=g) * torch.logspace(-2, 0, out_f)[:, None]   # rows of very different size
         got = fn(w, names=("w",))
         if not isinstance(got, (tuple, list)) or len(got) != 2:
-            raise Mistake(f"{fn.last_call} returned {type(got).__name__}; expected a pair (q, scale): "
-                          "q the int8 codes (out, in), scale one float per row (out,).")
+            raise Mistake(say("{a} returned {b}; expected a pair (q, scale): q the int8 codes (out, in), scale one float per "
+                              "row (out,).", a=fn.last_call, b=type(got).__name__))
         q, scale = got
         want_q, want_s = quantize_int8_rows_reference(w)
         if isinstance(scale, torch.Tensor) and scale.numel() == 1 and out_f > 1:
-            raise Mistake(f"{fn.last_call} returned a single scale; expected one per row, shape ({out_f},).\n"
-                          "Hint: per-tensor instead of per-row: take the max over each row "
-                          "(w.abs().amax(dim=1)), so that a row of small weights gets a small scale.")
+            raise Mistake(say("{a} returned a single scale; expected one per row, shape ({b},).\nHint: per-tensor instead of "
+                              "per-row: take the max over each row (w.abs().amax(dim=1)), so that a row of small weights gets "
+                              "a small scale.", a=fn.last_call, b=out_f))
         if isinstance(scale, torch.Tensor) and tuple(scale.shape) == (in_f,) and in_f != out_f:
-            raise Mistake(f"{fn.last_call} returned scale of shape {tuple(scale.shape)}: one per COLUMN.\n"
-                          "Hint: one scale per output row: reduce over dim=1 (the input dimension).")
+            raise Mistake(say("{a} returned scale of shape {b}: one per COLUMN.\nHint: one scale per output row: reduce over "
+                              "dim=1 (the input dimension).", a=fn.last_call, b=tuple(scale.shape)))
         per_tensor = w.abs().max() / 127
-        expect_tensor(fn, scale, want_s, atol=1e-7, rtol=1e-5, what="the scale", mistakes=[
-            ("per-tensor instead of per-row: every row got the scale of the largest weight in the whole matrix; "
-             "reduce over each row instead (w.abs().amax(dim=1) / 127).", per_tensor.expand(out_f)),
-            ("the scale maps the row's largest |w| to 127 (not 128, not 255): scale = max|w_row| / 127.",
+        expect_tensor(fn, scale, want_s, atol=1e-7, rtol=1e-5, what=say("the scale"), mistakes=[
+            (say("per-tensor instead of per-row: every row got the scale of the largest weight in the whole matrix; "
+             "reduce over each row instead (w.abs().amax(dim=1) / 127)."), per_tensor.expand(out_f)),
+            (say("the scale maps the row's largest |w| to 127 (not 128, not 255): scale = max|w_row| / 127."),
              w.abs().amax(dim=1) / 128),
-            ("the scale maps the row's largest |w| to 127 (not 128, not 255): scale = max|w_row| / 127.",
+            (say("the scale maps the row's largest |w| to 127 (not 128, not 255): scale = max|w_row| / 127."),
              w.abs().amax(dim=1) / 255),
-            ("use the largest ABSOLUTE value of the row (w.abs().amax(dim=1)): a row whose biggest weight is "
-             "negative needs that size too.", w.amax(dim=1).clamp(min=1e-12) / 127),
+            (say("use the largest ABSOLUTE value of the row (w.abs().amax(dim=1)): a row whose biggest weight is "
+             "negative needs that size too."), w.amax(dim=1).clamp(min=1e-12) / 127),
         ])
         ratio = w / want_s[:, None]
-        expect_tensor(fn, q, want_q, what="the codes q", mistakes=[
-            ("rounding vs truncation: .to(torch.int8) (or int()) cuts towards zero; round first "
-             "(torch.round(w / scale)), which halves the worst error.", ratio.trunc().to(torch.int8)),
-            ("rounding vs truncation: floor() always rounds down; use torch.round(w / scale).",
+        expect_tensor(fn, q, want_q, what=say("the codes q"), mistakes=[
+            (say("rounding vs truncation: .to(torch.int8) (or int()) cuts towards zero; round first "
+             "(torch.round(w / scale)), which halves the worst error."), ratio.trunc().to(torch.int8)),
+            (say("rounding vs truncation: floor() always rounds down; use torch.round(w / scale)."),
              ratio.floor().clamp(-127, 127).to(torch.int8)),
-            ("the codes must be w / scale (rounded); you multiplied by the scale.",
+            (say("the codes must be w / scale (rounded); you multiplied by the scale."),
              (w * want_s[:, None]).round().clamp(-127, 127).to(torch.int8)),
         ])
-    return ("per-row scales max|w_row| / 127 and rounded int8 codes on 3 matrices whose rows differ "
-            "in size by 100x.")
+    return (say("per-row scales max|w_row| / 127 and rounded int8 codes on 3 matrices whose rows differ "
+            "in size by 100x."))

@@ -14,6 +14,7 @@ import torch
 
 from llmlab.exercises.compare import expect_tensor
 from llmlab.exercises.core import Learner, generator
+from llmlab.exercises.messages import say
 
 # How far a learner's logits may be from the reference's. A learner's float32 solve of the ridge system
 # differs from the float64 reference by float32 rounding amplified by the system's conditioning: measured
@@ -102,8 +103,8 @@ def check_tuned_lens(fn: Learner) -> str:
     stream, text, weight, eps, unembed = _tuned_lens_data()
     n_texts = len(TUNED_TEXTS)
     g = generator(101)
-    fn.error_hints = [("singular", "X^T X has no inverse when there are fewer training rows than dimensions: "
-                                   "add ridge * torch.eye(d) before solving.")]
+    fn.error_hints = [("singular", say("X^T X has no inverse when there are fewer training rows than dimensions: "
+                                   "add ridge * torch.eye(d) before solving."))]
     for low, high in [(2, 12), (13, 27)]:
         layer = int(torch.randint(low, high + 1, (1,), generator=g))
         held = torch.randperm(n_texts, generator=g)[:2]
@@ -117,42 +118,42 @@ def check_tuned_lens(fn: Learner) -> str:
                  names=("stream", "train", "layer", "norm_weight", "eps", "unembed", "ridge"))
         exploded = (isinstance(got, torch.Tensor) and got.shape == expected.shape and bool(torch.isfinite(got).all())
                     and float(got.abs().max()) > 20 * float(expected.abs().max()))
-        blown_up = [("the logits are huge: the map blew up. With fewer training rows than dimensions, X^T X has no "
-                     "inverse (or a nearly singular one); add ridge * torch.eye(d) before solving.", got)] if exploded else []
+        blown_up = [(say("the logits are huge: the map blew up. With fewer training rows than dimensions, X^T X has no "
+                     "inverse (or a nearly singular one); add ridge * torch.eye(d) before solving."), got)] if exploded else []
         right = (isinstance(got, torch.Tensor) and got.shape == expected.shape and
                  bool(torch.isclose(got.detach().cpu().double(), expected, atol=ATOL, rtol=RTOL).all()))
-        expect_tensor(fn, got, expected.float(), atol=ATOL, rtol=RTOL, what="the tuned lens's logits at the held-out "
-                      "rows", mistakes=[] if right else [     # (the wrong variants cost a solve each: only when needed)
-            ("you fitted the map on the held-out rows (~train). Fit on the training rows only and apply the map to "
-             "the held-out ones: a lens scored on the rows it was fitted on looks better than it is.",
+        expect_tensor(fn, got, expected.float(), atol=ATOL, rtol=RTOL, what=say("the tuned lens's logits at the held-out "
+                      "rows"), mistakes=[] if right else [     # (the wrong variants cost a solve each: only when needed)
+            (say("you fitted the map on the held-out rows (~train). Fit on the training rows only and apply the map to "
+             "the held-out ones: a lens scored on the rows it was fitted on looks better than it is."),
              _tuned(*args, fit_rows=~train)),
-            ("you fitted the map on every row, the held-out ones included. Fit on stream[:, train] only and apply "
-             "it to the held-out rows: a lens scored on the rows it was fitted on looks better than it is.",
+            (say("you fitted the map on every row, the held-out ones included. Fit on stream[:, train] only and apply "
+             "it to the held-out rows: a lens scored on the rows it was fitted on looks better than it is."),
              _tuned(*args, fit_rows=torch.ones_like(train))),
-            ("off by one block: stream[layer] is the stream that ENTERS block `layer` (stream[0] is the "
-             "embedding); the stream after block `layer` is stream[layer + 1].", _tuned(*args, source=layer)),
-            ("off by one block: the stream after block `layer` is stream[layer + 1], not stream[layer + 2].",
+            (say("off by one block: stream[layer] is the stream that ENTERS block `layer` (stream[0] is the "
+             "embedding); the stream after block `layer` is stream[layer + 1]."), _tuned(*args, source=layer)),
+            (say("off by one block: the stream after block `layer` is stream[layer + 1], not stream[layer + 2]."),
              _tuned(*args, source=layer + 2)),
-            ("the final norm is missing: the unembedding reads NORMALISED vectors. Apply the final RMSNorm to the "
-             "predicted final stream (divide by sqrt(mean(h^2) + eps), multiply by norm_weight) before unembed.",
+            (say("the final norm is missing: the unembedding reads NORMALISED vectors. Apply the final RMSNorm to the "
+             "predicted final stream (divide by sqrt(mean(h^2) + eps), multiply by norm_weight) before unembed."),
              _tuned(*args, norm="none")),
-            ("the final norm's weight is missing: after dividing by sqrt(mean(h^2) + eps), multiply by norm_weight "
-             "before the unembedding.", _tuned(*args, norm="no_weight")),
-            ("you fitted the map to the normalised final stream. The target is the final residual stream BEFORE "
-             "the final norm (stream[-1]); the norm comes after the map, as in the logit lens.",
+            (say("the final norm's weight is missing: after dividing by sqrt(mean(h^2) + eps), multiply by norm_weight "
+             "before the unembedding."), _tuned(*args, norm="no_weight")),
+            (say("you fitted the map to the normalised final stream. The target is the final residual stream BEFORE "
+             "the final norm (stream[-1]); the norm comes after the map, as in the logit lens."),
              _tuned(*args, target="normed")),
-            ("your map is transposed. With one position per row, the prediction is x @ A, where "
-             "A = solve(X^T X + ridge I, X^T D) is (d_in, d_out); x @ A.T mixes the dimensions the wrong way.",
+            (say("your map is transposed. With one position per row, the prediction is x @ A, where "
+             "A = solve(X^T X + ridge I, X^T D) is (d_in, d_out); x @ A.T mixes the dimensions the wrong way."),
              _tuned(*args, transposed=True)),
-            ("the bias is missing: centre x and D on the training rows (subtract their means) before solving and "
-             "add b = mean D - (mean x) A, or the map must explain the streams' large mean by itself.",
+            (say("the bias is missing: centre x and D on the training rows (subtract their means) before solving and "
+             "add b = mean D - (mean x) A, or the map must explain the streams' large mean by itself."),
              _tuned(*args, bias="none")),
-            ("the bias is inside the ridge (a column of ones penalised like A). Centre x and D on the training "
-             "rows instead, so that only A is pulled towards 0.", _tuned(*args, bias="ones_column")),
-            ("you fitted the final stream itself, so the ridge pulls the whole map towards 0. Fit the CHANGE "
-             "D = stream[-1] - x and predict x + x A + b: then the ridge pulls the lens towards the logit lens.",
+            (say("the bias is inside the ridge (a column of ones penalised like A). Centre x and D on the training "
+             "rows instead, so that only A is pulled towards 0."), _tuned(*args, bias="ones_column")),
+            (say("you fitted the final stream itself, so the ridge pulls the whole map towards 0. Fit the CHANGE "
+             "D = stream[-1] - x and predict x + x A + b: then the ridge pulls the lens towards the logit lens."),
              _tuned(*args, target="itself")),
-            ("you returned probabilities; return the logits (no softmax).", _tuned(*args, probs=True)),
+            (say("you returned probabilities; return the logits (no softmax)."), _tuned(*args, probs=True)),
         ] + blown_up)
-    return ("the tuned lens matches on 2 hidden (block, held-out texts, ridge) cases of SmolLM2's own residual "
-            "stream, fitted on the training rows and read through the final norm and the unembedding.")
+    return (say("the tuned lens matches on 2 hidden (block, held-out texts, ridge) cases of SmolLM2's own residual "
+            "stream, fitted on the training rows and read through the final norm and the unembedding."))

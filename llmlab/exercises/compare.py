@@ -16,6 +16,7 @@ import math
 import torch
 
 from llmlab.exercises.results import Mistake
+from llmlab.exercises.messages import say
 
 # How close a learner's answer must be to the reference: |got - expected| <= ATOL + RTOL * |expected| at
 # every element. Not bit for bit: a learner's function computes the reference's mathematics in its own
@@ -35,18 +36,20 @@ def describe(value, name: str | None = None) -> str:
     prefix = f"{name} = " if name else ""
     if isinstance(value, torch.Tensor):
         if value.numel() == 0:
-            return f"{prefix}an empty tensor of shape {tuple(value.shape)}"
+            return prefix + say("an empty tensor of shape {shape}", shape=tuple(value.shape))
         if value.numel() <= 12:
             with torch.no_grad():
                 shown = _tensor_str(value)
             return f"{prefix}{shown}"
-        return f"{prefix}a {str(value.dtype).replace('torch.', '')} tensor of shape {tuple(value.shape)}"
+        return prefix + say("a {word} tensor of shape {shape}", word=str(value.dtype).replace('torch.', ''),
+                            shape=tuple(value.shape))
     if isinstance(value, (list, tuple)) and len(value) > 16:
-        return f"{prefix}a {type(value).__name__} of {len(value)} items starting {list(value[:8])}"
+        return prefix + say("a {t} of {n} items starting {start}", t=type(value).__name__, n=len(value),
+                            start=list(value[:8]))
     if isinstance(value, torch.nn.Module):
-        return f"{prefix}a {type(value).__name__} model"
+        return prefix + say("a {word} model", word=type(value).__name__)
     if callable(value) and not isinstance(value, (int, float)):
-        return f"{prefix}{getattr(value, '__name__', 'a function')}"
+        return f"{prefix}{getattr(value, '__name__', None) or say('a function')}"
     text = repr(value)
     return prefix + (text if len(text) <= 200 else text[:200] + " ...")
 
@@ -86,27 +89,27 @@ def expect_tensor(learner, got, expected: torch.Tensor, *, mistakes: list | tupl
     if expected.dim() == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
         got = torch.tensor(float(got))  # a plain Python number is fine for a scalar answer
     if isinstance(got, (tuple, list)):
-        raise Mistake(f"{context} returned a {type(got).__name__} of {len(got)} items; expected one tensor "
-                      f"of shape {tuple(expected.shape)}.")
+        raise Mistake(say("{call} returned a {t} of {n} items; expected one tensor of shape {s}.", call=context,
+                          t=type(got).__name__, n=len(got), s=tuple(expected.shape)))
     if not isinstance(got, torch.Tensor):
-        tip = " Use torch operations (or torch.from_numpy) so the result is a torch.Tensor." \
+        tip = say(" Use torch operations (or torch.from_numpy) so the result is a torch.Tensor.") \
             if type(got).__module__.startswith("numpy") else ""
-        raise Mistake(f"{context} returned {type(got).__name__} ({describe(got)}); expected a torch.Tensor of "
-                      f"shape {tuple(expected.shape)}.{tip}")
+        raise Mistake(say("{call} returned {t} ({v}); expected a torch.Tensor of shape {s}.", call=context,
+                          t=type(got).__name__, v=describe(got), s=tuple(expected.shape)) + tip)
     got = got.detach().cpu()
     hint = _match_mistake(got, expected, mistakes, atol, rtol)
     if tuple(got.shape) != tuple(expected.shape):
-        raise Mistake(f"{context} returned shape {tuple(got.shape)}; expected shape {tuple(expected.shape)}."
-                      + (f"\nHint: {hint}" if hint else ""))
+        raise Mistake(say("{call} returned shape {got}; expected shape {expected}.", call=context,
+                          got=tuple(got.shape), expected=tuple(expected.shape)) + _hint(hint))
     if expected.dtype == torch.bool and got.dtype != torch.bool:
-        raise Mistake(f"{context} returned dtype {got.dtype}; expected a boolean tensor (torch.bool, "
-                      "True/False values). Compare with `>=`/`<=` or call .bool()."
-                      + (f"\nHint: {hint}" if hint else ""))
+        raise Mistake(say("{call} returned dtype {d}; expected a boolean tensor (torch.bool, True/False values). "
+                          "Compare with `>=`/`<=` or call .bool().", call=context, d=got.dtype) + _hint(hint))
     if expected.is_floating_point() and not got.is_floating_point():
-        raise Mistake(f"{context} returned dtype {got.dtype}; expected a floating-point tensor. "
-                      "Integer tensors cannot hold fractions: convert with .float().")
+        raise Mistake(say("{call} returned dtype {d}; expected a floating-point tensor. Integer tensors cannot hold "
+                          "fractions: convert with .float().", call=context, d=got.dtype))
     if not expected.is_floating_point() and expected.dtype != torch.bool and got.is_floating_point():
-        raise Mistake(f"{context} returned dtype {got.dtype}; expected integers ({expected.dtype}).")
+        raise Mistake(say("{call} returned dtype {d}; expected integers ({e}).", call=context, d=got.dtype,
+                          e=expected.dtype))
     if got.is_floating_point() and expected.is_floating_point():
         bad = torch.isnan(got) | (torch.isinf(got) & ~torch.isinf(expected))
         if bad.any() and not (torch.isnan(expected) | torch.isinf(expected))[bad].all():
@@ -115,13 +118,19 @@ def expect_tensor(learner, got, expected: torch.Tensor, *, mistakes: list | tupl
             # index for an input of the answer's shape (a NaN beside small inputs is no overflow)
             overflow = nonfinite_hint if nonfinite_hint and _has_large_values(learner.last_args, where, got.shape) \
                 else ""
-            nan = NAN_HINT if torch.isnan(got[where]) else INF_HINT
-            return _verdict(learner, f"{context} returned {got[where].item()} at index {where} where "
-                            f"{expected[where].item():.6g} was expected.\nHint: {overflow or hint or nan}")
+            nan = say(NAN_HINT) if torch.isnan(got[where]) else say(INF_HINT)
+            return _verdict(learner, say("{call} returned {v} at index {i} where {e} was expected.", call=context,
+                                         v=got[where].item(), i=where, e=f"{expected[where].item():.6g}")
+                            + _hint(overflow or hint or nan))
     if _close(got, expected, atol, rtol).all():
         return _verdict(learner)
-    _verdict(learner, f"{context} returned wrong values.\n{_difference(got, expected, atol, rtol)}"
-             + _dtype_note(got, expected) + (f"\nHint: {hint}" if hint else ""))
+    _verdict(learner, say("{call} returned wrong values.", call=context) + "\n" + _difference(got, expected, atol, rtol)
+             + _dtype_note(got, expected) + _hint(hint))
+
+
+def _hint(hint: str) -> str:
+    """A hint on a line of its own after the message ("" for none)."""
+    return say("\nHint: {hint}", hint=hint) if hint else ""
 
 
 def _verdict(learner, wrong: str | None = None) -> None:
@@ -135,6 +144,7 @@ def _verdict(learner, wrong: str | None = None) -> None:
     tally.append(wrong)
 
 
+# written in the learner's language where they are used: say(NAN_HINT)
 NAN_HINT = ("a NaN (not a number) came out of finite inputs. Look for 0 / 0, inf - inf, 0 * inf, or the square "
             "root or log of a negative number in your code.")
 INF_HINT = "an infinite value came out of finite inputs. Look for a division by zero or exp() of a large number."
@@ -158,10 +168,11 @@ def _has_large_values(args, where: tuple | None = None, shape=None) -> bool:
 def _dtype_note(got: torch.Tensor, expected: torch.Tensor) -> str:
     if got.dtype == expected.dtype:
         return ""
-    note = f"\n  Your result has dtype {got.dtype}; the expected result is {expected.dtype}."
+    note = say("\n  Your result has dtype {d}; the expected result is {e}.", d=got.dtype, e=expected.dtype)
     if got.dtype in (torch.bfloat16, torch.float16):
-        note += (f" {str(got.dtype).replace('torch.', '')} keeps only about {3 if got.dtype == torch.bfloat16 else 4} "
-                 "significant digits: compute in float32 (call .float() on the inputs, or do not convert them).")
+        note += say(" {word} keeps only about {num} significant digits: compute in float32 (call .float() on the "
+                    "inputs, or do not convert them).", word=str(got.dtype).replace('torch.', ''),
+                    num=3 if got.dtype == torch.bfloat16 else 4)
     return note
 
 
@@ -196,17 +207,17 @@ def _match_mistake(got, expected, mistakes, atol, rtol) -> str:
 
 def _difference(got: torch.Tensor, expected: torch.Tensor, atol: float, rtol: float) -> str:
     if expected.numel() <= 12:
-        return f"  expected: {_tensor_str(expected)}\n  got:      {_tensor_str(got)}"
+        return say("\n  expected: {e}\n  got:      {g}", e=_tensor_str(expected), g=_tensor_str(got))[1:]
     wrong = ~_close(got, expected, atol, rtol)
     where = tuple(int(i) for i in wrong.nonzero()[0])
     show = (lambda t: str(t[where].item())) if not expected.is_floating_point() else (lambda t: _num(float(t[where])))
-    lines = [f"  {int(wrong.sum())} of {wrong.numel()} values differ; first at index {where}: "
-             f"expected {show(expected)}, got {show(got)}."]
+    lines = [say("  {n} of {m} values differ; first at index {i}: expected {e}, got {g}.", n=int(wrong.sum()),
+                 m=wrong.numel(), i=where, e=show(expected), g=show(got))]
     if expected.is_floating_point():
         finite = torch.isfinite(expected) & torch.isfinite(got)
         if finite.any():
             diff = (got.double() - expected.double()).abs()[finite].max().item()
-            lines.append(f"  largest |difference| {diff:.4g}.")
+            lines.append(say("  largest |difference| {d}.", d=f"{diff:.4g}"))
     return "\n".join(lines)
 
 
@@ -221,10 +232,10 @@ def expect_equal(learner, got, expected, *, mistakes: list | tuple = (), what: s
         return _verdict(learner)
     hint = next((h for h, wrong in mistakes if wrong != expected and got == wrong), "")
     if type(got) is not type(expected) and not (isinstance(expected, (int, float)) and isinstance(got, (int, float))):
-        raise Mistake(f"{context} returned a {type(got).__name__} ({describe(got)}); expected a "
-                      f"{type(expected).__name__}: {describe(expected)}." + (f"\nHint: {hint}" if hint else ""))
-    _verdict(learner, f"{context} returned wrong values.\n  expected: {describe(expected)}\n  got:      "
-             f"{describe(got)}" + (f"\nHint: {hint}" if hint else ""))
+        raise Mistake(say("{call} returned a {t} ({v}); expected a {e}: {w}.", call=context, t=type(got).__name__,
+                          v=describe(got), e=type(expected).__name__, w=describe(expected)) + _hint(hint))
+    _verdict(learner, say("{call} returned wrong values.", call=context)
+             + say("\n  expected: {e}\n  got:      {g}", e=describe(expected), g=describe(got)) + _hint(hint))
 
 
 def maybe(make):

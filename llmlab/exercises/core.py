@@ -27,6 +27,7 @@ import traceback
 import torch
 
 from llmlab.exercises.compare import describe
+from llmlab.exercises.messages import say
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, Mistake, NotAttempted, _TimeUp
 
 # ----------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ def _learner_line(tb) -> str:
         return ""
     f = frames[-1]
     code = f": `{f.line.strip()}`" if f.line else ""
-    return f" (in {f.name}, line {f.lineno}{code})"
+    return say(" (in {f}, line {num}{code})", f=f.name, num=f.lineno, code=code)
 
 
 class Learner:
@@ -112,15 +113,16 @@ class Learner:
         except NotImplementedError:
             raise NotAttempted() from None
         except _TimeUp:
-            raise Mistake(f"{self.last_call} did not return within {self.time_limit:g} s. Look for a loop "
-                          "that never ends (a `while` whose condition never becomes false, or an index "
-                          "that is never advanced).") from None
+            raise Mistake(say("{call} did not return within {s} s. Look for a loop that never ends (a `while` "
+                              "whose condition never becomes false, or an index that is never advanced).",
+                              call=self.last_call, s=f"{self.time_limit:g}")) from None
         except Exception as e:
             hint = next((h for text, h in self.error_hints if text in str(e)), "")
-            hint = f"\nHint: {hint}" if hint else _exception_hint(e)
+            hint = say("\nHint: {hint}", hint=hint) if hint else _exception_hint(e)
             line = getattr(e, "learner_line", None)
             line = _learner_line(e.__traceback__) if line is None else line
-            raise Mistake(f"{self.last_call} raised {type(e).__name__}: {e}{line}{hint}") from None
+            raise Mistake(say("{call} raised {t}: {rest}", call=self.last_call, t=type(e).__name__, rest=e)
+                          + line + hint) from None
 
     def invoke(self, args: tuple):
         """Call the function on copies of args: an in-place edit (x -= x.max()) must not change our inputs."""
@@ -132,12 +134,14 @@ class Learner:
 def _exception_hint(e: Exception) -> str:
     text = str(e)
     if "must match the size" in text or "shapes cannot be multiplied" in text or "size of tensor" in text:
-        return ("\nHint: two tensors with incompatible shapes met. Print the shape of each "
-                "intermediate (x.shape) and compare with the shapes in the exercise text.")
+        return say("\nHint: {hint}", hint=say("two tensors with incompatible shapes met. Print the shape of each "
+                                              "intermediate (x.shape) and compare with the shapes in the exercise text."))
     if isinstance(e, TypeError) and "argument" in text:
-        return "\nHint: check that your function takes the arguments in the order given in the exercise."
+        return say("\nHint: {hint}", hint=say("check that your function takes the arguments in the order given "
+                                              "in the exercise."))
     if isinstance(e, NameError):
-        return "\nHint: a name is used before it is defined (did you run the cell that defines it?)."
+        return say("\nHint: {hint}", hint=say("a name is used before it is defined (did you run the cell that "
+                                              "defines it?)."))
     return ""
 
 

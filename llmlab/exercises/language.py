@@ -1,8 +1,9 @@
 """The learner's language for the feedback of check(): English ("en", the default) or Chinese ("zh_CN").
 
-The checks write their messages in English; in Chinese, check() hands the finished message to the
-translation table in messages_zh.py (the English text itself never changes). The setting comes from
-set_language(), else from the environment variable LLMLAB_LANGUAGE, read each time check() runs.
+The checks write every message piece with messages.say(template, **fields), which looks the English
+template up in the current language's catalog (locale/<language>/LC_MESSAGES/llmlab.po). The setting
+comes from set_language(), else from the environment variable LLMLAB_LANGUAGE, read each time a
+message is written; speaking() sets it for a block of code (the grader writes its reports in English).
 
 >>> set_language("zh_CN"); current_language()
 'zh_CN'
@@ -11,6 +12,7 @@ set_language(), else from the environment variable LLMLAB_LANGUAGE, read each ti
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 LANGUAGES = ("en", "zh_CN")
 ENV = "LLMLAB_LANGUAGE"
@@ -36,3 +38,14 @@ def current_language() -> str:
         return _chosen
     value = os.environ.get(ENV, "").strip()
     return _valid(value, f"the environment variable {ENV}") if value else "en"
+
+
+@contextmanager
+def speaking(language: str):
+    """Within the block, messages are written in `language` ("en" or "zh_CN"); afterwards the setting is back."""
+    global _chosen
+    before, _chosen = _chosen, _valid(language, "speaking")
+    try:
+        yield
+    finally:
+        _chosen = before

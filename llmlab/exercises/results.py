@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import html
 
+from llmlab.exercises.language import speaking
+from llmlab.exercises.messages import say
+
 DEFAULT_TIME_LIMIT = 10.0  # seconds for one call of the learner's function
 
 
@@ -34,6 +37,12 @@ class _TimeUp(BaseException):
 # The result a check returns (and shows)
 
 
+# A result's status as text (__str__) and as the title of its HTML box, in English: say() writes them in the
+# result's language.
+LABELS = {"pass": "PASSED", "fail": "NOT YET", "not-attempted": "NOT ATTEMPTED", "error": "ERROR"}
+TITLES = {"pass": "Passed", "fail": "Not yet", "not-attempted": "Not attempted", "error": "Error"}
+
+
 class CheckResult:
     """What `check` answers: `passed` (bool), `status` ("pass", "fail", "not-attempted" or
     "error") and `message` (the feedback text). `bool(result)` is `result.passed`."""
@@ -46,7 +55,7 @@ class CheckResult:
         # fail that the grader counted case by case (run_check(partial=True)), 0 otherwise
         self.score = (1.0 if status == "pass" else 0.0) if score is None else float(score)
         self._shown = False  # check() already displayed it: do not show it twice in Jupyter
-        self.language = "en"  # "zh_CN": check() translated the message; the labels follow (language.py)
+        self.language = "en"  # the language check() wrote the message in; the labels follow (language.py)
 
     @property
     def passed(self) -> bool:
@@ -56,10 +65,9 @@ class CheckResult:
         return self.passed
 
     def __str__(self) -> str:
-        label = {"pass": "PASSED", "fail": "NOT YET", "not-attempted": "NOT ATTEMPTED", "error": "ERROR"}
-        if self.language == "zh_CN":
-            label = {"pass": "通过", "fail": "尚未通过", "not-attempted": "尚未作答", "error": "出错"}
-        return f"[{label.get(self.status, self.status)}] {self.exercise}: {self.message}"
+        with speaking(self.language):
+            shown = say(LABELS[self.status]) if self.status in LABELS else self.status
+        return f"[{shown}] {self.exercise}: {self.message}"
 
     def __repr__(self) -> str:
         return f"CheckResult(exercise={self.exercise!r}, status={self.status!r})"
@@ -70,11 +78,9 @@ class CheckResult:
 
     def _repr_html_(self) -> str:
         colour = {"pass": "#2e7d32", "fail": "#c62828", "not-attempted": "#757575"}.get(self.status, "#ef6c00")
-        title = {"pass": "&#10004; Passed", "fail": "&#10008; Not yet",
-                 "not-attempted": "&#8230; Not attempted"}.get(self.status, "Error")
-        if self.language == "zh_CN":
-            title = {"pass": "&#10004; 通过", "fail": "&#10008; 尚未通过",
-                     "not-attempted": "&#8230; 尚未作答"}.get(self.status, "出错")
+        mark = {"pass": "&#10004; ", "fail": "&#10008; ", "not-attempted": "&#8230; "}.get(self.status, "")
+        with speaking(self.language):
+            title = mark + say(TITLES[self.status if self.status in TITLES else "error"])
         return (f'<div style="border-left:6px solid {colour};padding:6px 10px;margin:4px 0;'
                 f'background:rgba(127,127,127,0.06)"><b style="color:{colour}">{title}</b> '
                 f'<code>{html.escape(self.exercise)}</code>'

@@ -58,7 +58,7 @@ STYLE = ("body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto
 
 
 # The page's own words, per language (llmlab.exercises.language.LANGUAGES). The messages, the checker's
-# and the grader's own, are translated by the table that check() uses for a learner (messages_zh).
+# and the grader's own, are translated with the catalog of check()'s messages (llmlab.exercises.messages.translate).
 PAGE = {
     "en": {"lang": "en", "feedback": "feedback", "for": "Feedback for <b>{name}</b>: <b>{total} of {max} points</b>.",
            "late": " The submission was marked late.", "exercise": "Exercise", "result": "Result",
@@ -84,7 +84,7 @@ def feedback_html(entry: dict, rows: list[dict], title: str, paths: list[tuple[s
     if language == "en":
         message = str
     else:
-        from llmlab.exercises.messages_zh import translate as message
+        from llmlab.exercises.messages import translate as message
 
     def esc(text):
         return html.escape(scrub(text, paths))

@@ -37,6 +37,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from llmlab.exercises import run_check
+from llmlab.exercises.language import speaking
 from llmlab.exercises.core import set_hidden_salt
 from llmlab.exercises.results import DEFAULT_TIME_LIMIT, CheckResult, _TimeUp
 from llmlab.grading.needed import NOT_RUN, assigned_cells, plan
@@ -128,7 +129,8 @@ def run_submission(sub: Submission, ids: list[str], timeout: float, kernel_name:
                 if ex not in recorded:
                     continue
                 try:
-                    info["results"][ex] = run_check(ex, RemoteLearner(kernel, ex, call_limit), partial=True)
+                    with speaking("en"):  # the reports stay English; the feedback pages translate them
+                        info["results"][ex] = run_check(ex, RemoteLearner(kernel, ex, call_limit), partial=True)
                 except (KernelGone, BadAnswer) as e:
                     info["results"][ex] = CheckResult(ex, "error", f"not graded: {e}")
             phases["kernel cpu"] = cpu_seconds(descendants() - before)
