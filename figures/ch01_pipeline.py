@@ -18,7 +18,7 @@ ZH = {
     "block 0 … N−1": "第 0 … N−1 块", "attention + FFN\n(mix, then think)": "注意力 + 前馈网络\n（先混合，再思考）",
     "final norm": "最终归一化", "RMSNorm": "RMSNorm", "LM head": "语言模型头", "(d → V) matrix": "(d → V) 矩阵",
     "softmax": "softmax", "scores →\nprobabilities": "分数 →\n概率",
-    "str": "str", "(1, T)\nints": "(1, T)\n整数", "(1, T, d)": "(1, T, d)", "(1, T, V)\nlogits": "(1, T, V)\n逻辑值",
+    "str": "str", "(1, T)\nints": "(1, T)\n整数", "(1, T, d)": "(1, T, d)", "(1, T, V)\nlogits": "(1, T, V)\nlogits",
 }
 
 # (label, sublabel, colour) for each stage, left to right

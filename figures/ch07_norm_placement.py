@@ -17,7 +17,7 @@ from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402
 OUT = Path("figures/generated/ch07_norm_placement.svg")
 ZH = {
     "residual": "残差", "attention": "注意力", "norm": "归一化",
-    "Post-norm (2017)": "后归一化（2017）", "Pre-norm (GPT-2, Llama)": "前归一化（GPT-2、Llama）",
+    "Post-norm (2017)": "后置归一化（2017）", "Pre-norm (GPT-2, Llama)": "前置归一化（GPT-2、Llama）",
     "Sandwich (Gemma 2/3)": "三明治归一化（Gemma 2/3）",
 }
 COLOURS = {"norm": "#55a868", "sub": "#4c72b0", "add": "#c44e52"}

@@ -18,7 +18,7 @@ OUT = Path("figures/generated/ch08_token_path.svg")
 ZH = {
     "embedding\nrow (576,)": "嵌入\n行 (576,)", "attn + FFN\n(576,)": "注意力 + 前馈\n(576,)",
     "final RMSNorm\n(576,)": "最终 RMSNorm\n(576,)",
-    "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个逻辑值\nsoftmax → ' Paris'",
+    "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个 logit\nsoftmax → ' Paris'",
     "token id: one integer per position": "词元 id：每个位置一个整数",
     "look up one row of the (49,152 × 576) table": "在 (49,152 × 576) 的表中查出一行",
     "block 0: x += attn(norm(x)), the only step that reads earlier positions\n(orange); then x += FFN(norm(x)), this position alone":
@@ -26,7 +26,7 @@ ZH = {
     "block 29, the last of 30: the same two steps, same shapes,\n(576,) in, (576,) out":
         "第 29 块（30 块中的最后一块）：同样的两步，同样的形状，\n输入 (576,)，输出 (576,)",
     "the next token is read from the LAST position only": "下一个词元只从最后一个位置读出",
-    "dot product with every row of the (tied) embedding table": "与（权重共享的）嵌入表的每一行做点积",
+    "dot product with every row of the (tied) embedding table": "与（权重绑定的）嵌入表的每一行做点积",
 }
 TOKENS = ["The", " capital", " of", " France", " is"]
 STREAM, OTHER, ATTN, FFN, HEAD = "#4c72b0", "#c8c8c8", "#dd8452", "#55a868", "#8172b2"

@@ -19,8 +19,8 @@ from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402
 OUT = Path("figures/generated/ch09_lm_head.svg")
 ZH = {
     "h\n(width d)": "h\n（宽度 d）", "LM head W_U\none row per token\n(= embedding table, tied)":
-        "语言模型头 W_U\n每个词元一行\n（= 嵌入表，权重共享）",
-    "... V rows": "... 共 V 行", "row · h\nfor\nevery row": "每一行\n都与 h\n做点积", "logits z": "逻辑值 z",
+        "语言模型头 W_U\n每个词元一行\n（= 嵌入表，权重绑定）",
+    "... V rows": "... 共 V 行", "row · h\nfor\nevery row": "每一行\n都与 h\n做点积", "logits z": "logits z",
     "softmax\n(z / τ)": "softmax\n(z / τ)", "probabilities": "概率", "top-k\ntop-p": "top-k\ntop-p", "kept": "保留",
     "draw one:\n\" Paris\"": "采样一个：\n\" Paris\"", "greedy (τ = 0):\nalways the top": "贪心（τ = 0）：\n总是取概率最高的",
 }

@@ -103,7 +103,7 @@ def test_every_lookup_has_a_chinese_entry_with_the_same_placeholders():
 def test_the_glossary_terms_are_used():
     """One term, one translation: the views say 词元, 块, 温度, 消融 ... as the glossary does."""
     text = "".join(ZH.values())
-    for term in ("词元", "块", "注意力头", "温度", "消融", "引导向量", "注意力汇聚点", "逻辑值透镜", "查询", "掩码"):
+    for term in ("词元", "块", "注意力头", "温度", "消融", "引导向量", "注意力汇聚点", "logit 透镜", "查询", "掩码"):
         assert term in text, term
     assert "令牌" not in text and "标记" not in text          # other translations of "token"
 

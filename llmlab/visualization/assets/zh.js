@@ -130,7 +130,7 @@ window.llmlab.ZH = {
   'Hover, tap or arrow to a cell to see the top tokens at that block and position; click or Enter pins it.':
     '悬停、轻触或用方向键选中一个单元格，查看该块、该位置的前几名词元；单击或按 Enter 键固定。',
   'block \\ token': '块 \\ 词元',
-  'logit lens, rows are blocks, columns are positions': '逻辑值透镜（logit lens），行是块，列是位置',
+  'logit lens, rows are blocks, columns are positions': 'logit 透镜（logit lens），行是块，列是位置',
   '{layer}, position {t} {token}: top token {top}, probability {p}': '{layer}，位置 {t} {token}：第一名词元 {top}，概率 {p}',
   '{layer} · position {t} "{token}"': '{layer} · 位置 {t} "{token}"',
   'target "{target}": rank {rank}': '目标 "{target}"：第 {rank} 名',
