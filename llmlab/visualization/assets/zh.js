@@ -49,6 +49,9 @@ window.llmlab.ZH = {
   'temperature': '温度',
   '0 (greedy)': '0（贪心解码）',
   'off': '关闭',
+  'repetition penalty': '重复惩罚',
+  'seed': '随机种子',
+  'new each time': '每次不同',
   'Ask': '提问',
   'Write': '续写',
   'Stop': '停止',
@@ -77,8 +80,9 @@ window.llmlab.ZH = {
   'Write each head as block.head, e.g. 5.6; got {got}.': '每个头请写成 块.头 的形式，例如 5.6；收到的是 {got}。',
   'Type at least one head, e.g. 5.6 (block 5, head 6).': '请至少输入一个头，例如 5.6（块 5，头 6）。',
   'Running twice: as it is, and with {n} head(s) knocked out ...': '运行两次：一次保持原样，一次消融 {n} 个头……',
-  'As it is: {plain}\nKnocked out ({heads}): {ko}\n"{token}" goes from {from} to {to}.':
-    '原样：{plain}\n消融后（{heads}）：{ko}\n"{token}" 的概率从 {from} 变为 {to}。',
+  'As it is:': '原样：',
+  'Knocked out ({heads}):': '消融后（{heads}）：',
+  '"{token}" goes from {from} to {to}.': '"{token}" 的概率从 {from} 变为 {to}。',
   'below the top 20': '排名前 20 之外',
   // common.js: steering
   'Steer the live model: add a direction and let it write': '引导实时模型：加上一个方向，再让它续写',
@@ -97,7 +101,7 @@ window.llmlab.ZH = {
   'Greedy, 20 tokens each: the same prompt as it is, then with scale x the direction added after the block at every position.':
     '贪心解码，每次 20 个词元：先对同一个提示词原样续写，再在每个位置、该块之后加上 缩放系数 × 方向 续写。',
   'Working ...': '正在计算……',
-  'As it is: {plain}\nSteered (block {block}, scale {scale}): {steered}': '原样：{plain}\n引导后（块 {block}，缩放系数 {scale}）：{steered}',
+  'Steered (block {block}, scale {scale}):': '引导后（块 {block}，缩放系数 {scale}）：',
   // attention.js
   'head {h}': '头 {h}',
   'mean of heads': '各头平均',
