@@ -123,6 +123,67 @@ def test_chapter_2_lab_checks_both_tokenizers_against_a_reference():
     assert "hf_tok.encode(" in shown and "reference.encode(" in shown and "gtok.encode(" in shown
 
 
+def lab_source(path, *, code):
+    return "\n".join("".join(c["source"]) for c in cells(path) if (c["cell_type"] == "code") == code)
+
+
+def test_chapter_4_lab_measures_the_interpolation_the_lesson_teaches():
+    """The lesson teaches position interpolation (the angles divided by a factor); the lab squeezes positions
+    together beside stretching them, and says what that costs without fine-tuning."""
+    lab = ROOT / "chapters" / "04_position_lab.ipynb"
+    code, prose = lab_source(lab, code=True), lab_source(lab, code=False)
+    assert "compressions = [0.5, 0.25, 0.125]" in code and "stretches = [2, 4, 8]" in code
+    assert 'all(lo > 0 for _, lo, _ in squeezed)' in code              # every interval above zero, pinned
+    assert "**Interpolation costs too.**" in prose and "Chen et al." in prose
+    for name in ["ext_smol_c2", "ext_smol_c8", "ext_gemma_c2", "ext_gemma_c8"]:
+        assert f"{{glue:text}}`{name}:" in prose, name
+    assert "distances never seen" not in prose.lower()                 # each distance was seen; the spacing was not
+    lesson = lab_source(ROOT / "chapters" / "04_position.ipynb", code=False)
+    further = lesson[lesson.index("## Going further"):]
+    assert "interpolation" in further and "fine-tuning" in further      # the lesson says interpolation needs it too
+
+
+def test_chapter_4_lab_answers_its_scale_question_under_it():
+    """"Does the position drown the meaning?" is answered in words right under its numbers, and the
+    shuffled-sentence results sit under their own section, not under that question."""
+    notebook = cells(ROOT / "chapters" / "04_position_lab.ipynb")
+    text = ["".join(c["source"]) for c in notebook]
+    question = next(i for i, t in enumerate(text) if t.startswith("## Does the position drown the meaning?"))
+    shuffle = next(i for i, t in enumerate(text) if "perm_smol_none_max" in t and notebook[i]["cell_type"] == "markdown")
+    assert shuffle < question
+    section = text[question:next(i for i in range(question + 1, len(text)) if text[i].startswith("## "))]
+    answer = [t for t, c in zip(section, notebook[question:]) if c["cell_type"] == "markdown"][-1]
+    assert "drown the meaning?" in answer and "ch04_drown_scaled" in answer and "ch04_pe_norm" in answer
+
+
+def test_chapter_4_lab_rope_tables_match_llmlab():
+    """The lab's inline rope_at (RoPE's tables for fractional positions) against llmlab's: the model's own
+    tables at whole positions, and rope_cos_sin's linear interpolation at positions times 1/2."""
+    import torch
+
+    import llmlab
+    from llmlab.positions import rope_cos_sin
+
+    source = next("".join(c["source"]) for c in cells(ROOT / "chapters" / "04_position_lab.ipynb")
+                  if "def rope_at(" in "".join(c["source"]))
+    start = source.index("def rope_at(")
+    namespace = {"torch": torch}
+    exec(source[start:source.index("\ndef ", start + 1)], namespace)
+    rope_at = namespace["rope_at"]
+    for preset in ["tiny-llama", "tiny-gemma3"]:
+        model = llmlab.Transformer(llmlab.ModelConfig.preset(preset))
+        T, positions = 12, torch.arange(12)[None]                                    # (1, T)
+        x = torch.zeros(1, T, model.config.d_model)
+        ours, theirs = rope_at(model, positions, x.dtype), model.rope_tables(0, T, positions, x)
+        for kind in ["full", "sliding"]:
+            for a, b in zip(ours[kind], theirs[kind]):
+                assert torch.equal(a, b), (preset, kind)                               # same ops, same bits
+    hd, base = model.config.head_dim, model.config.rope_theta
+    halved = rope_at(model, torch.arange(32)[None] * 0.5, torch.float32)["full"]    # global layers: plain base
+    interpolated = rope_cos_sin(32, hd, base, scaling={"rope_type": "linear", "factor": 2.0})
+    assert torch.equal(halved[0][0, 0], interpolated[0]) and torch.equal(halved[1][0, 0], interpolated[1])
+
+
 @pytest.mark.slow                               # parses both GGUF files (~15 s each on an idle CPU)
 def test_chapter_0_describes_the_formats_the_files_hold():
     """Chapter 0: "SmolLM2's file stores the matrices of its blocks with 4 bits per weight (the format Q4_1);
@@ -142,3 +203,47 @@ def test_chapter_0_describes_the_formats_the_files_hold():
     gemma = gguf.GGUFReader(llmlab.gguf_path("gemma3-270m"))
     kinds = Counter(t.tensor_type.name for t in gemma.tensors if len(t.shape) == 2)
     assert set(kinds) == {"Q4_K", "Q5_0", "Q6_K", "Q8_0"}, kinds     # 4, 5, 6 and 8 bits
+
+
+INLINE_MD = re.compile(r"\{glue:md\}`([A-Za-z0-9_]+)`")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_glued_markdown_table_is_pasted_as_a_block(path):
+    """The inline role {glue:md}`name` parses its Markdown as part of a line, so a table in it shows as raw
+    `| --- |` text; a table needs the directive form (```{glue:md} name / :format: myst)."""
+    cells_ = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    inline = {key for c in cells_ if c["cell_type"] == "markdown" for key in INLINE_MD.findall("".join(c["source"]))}
+    for c in cells_:
+        source = "".join(c["source"])
+        if c["cell_type"] == "code" and re.search(r"\|-{3}|\| *-{3} *\|", source):
+            pasted_inline = [key for key in inline if f'glue("{key}"' in source]
+            assert not pasted_inline, f"{path.name}: the table {pasted_inline} is pasted inline; use the directive"
+
+
+def test_chapter_3_exercise_table_is_pasted_with_the_directive():
+    lesson = "".join(s for c in cells(ROOT / "chapters" / "03_embeddings.ipynb") for s in c["source"])
+    assert "```{glue:md} ch03_ex_analogy_table\n:format: myst\n```" in lesson
+    assert "````{solution} ch03-ex-analogy" in lesson          # the outer fence is longer than the inner one
+
+
+def test_chapter_3_lab_has_no_empty_section_and_explains_its_random_row_baseline():
+    lab = ROOT / "chapters" / "03_embeddings_lab.ipynb"
+    prose = "\n".join("".join(c["source"]) for c in cells(lab) if c["cell_type"] == "markdown")
+    assert "## A map of the space" not in prose                 # the lesson draws the map; the lab had only its heading
+    code = "\n".join("".join(c["source"]) for c in cells(lab) if c["cell_type"] == "code")
+    # the puzzle (random rows above the shuffled control) is measured against the mean row and pinned by asserts
+    assert "mean_row" in code and 'assert random_rows["SmolLM2"] > pair_results' in code
+    assert "{glue:text}`ch03_centred_random_s" in prose and "{glue:text}`ch03_centred_ctrl_s" in prose
+
+
+def test_chapter_1_works_one_softmax_from_computed_numbers():
+    lesson = ROOT / "chapters" / "01_a_model_is_a_function.ipynb"
+    notes = [c for c in cells(lesson) if c["cell_type"] == "markdown" and "softmax(3.2, 0.8, −5.7)" in "".join(c["source"])]
+    assert len(notes) == 1
+    note = "".join(notes[0]["source"])
+    assert note.startswith("```{admonition}") and ":class: note" in note
+    for key in ["ch01_sm_0", "ch01_sm_1", "ch01_sm_2"]:
+        assert "{glue:text}`" + key in note
+    assert not re.search(r"0\.917|0\.083|0\.0001", note)          # the numbers come from the code, not the keyboard
+    assert "categorical" in note and "normal" in note and "Goodfellow" in note and "Bridle" in note
