@@ -70,3 +70,43 @@ def test_the_exercises_count_the_sentences_they_use():
     prose = "\n".join(cells("markdown"))
     assert "eight English sentences" not in prose and "24 English sentences" not in prose
     assert "{glue:text}`n_en` English sentences" in prose
+
+
+def test_the_diagram_draws_the_measured_angles():
+    """Figure 14.1 draws, at each depth, the two senses at the angle whose cosine is the lesson's measured
+    mean (the lesson asserts CROSS_SENSE_COSINE against its measurement); equal axes, so angles are true."""
+    import math
+    import sys
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    sys.path.insert(0, str(ROOT / "figures"))
+    from script_loader import load_file
+
+    figure = load_file(ROOT / "figures" / "ch14_one_word_many_vectors.py", "figure_ch14_angles")
+    assert max(figure.CROSS_SENSE_COSINE) == 30 and figure.CROSS_SENSE_COSINE[0] == 1.0   # embedding .. last depth
+    fig = figure.draw("en")
+    ax = fig.axes[0]
+    assert ax.get_aspect() == 1.0
+    arrows = [(a.xyann, a.xy) for a in ax.texts if hasattr(a, "xyann")]
+    by_start = {}
+    for (x0, y0), (x1, y1) in arrows:
+        by_start.setdefault(round(x0, 6), []).append(math.atan2(y1 - y0, x1 - x0))
+    drawn = [abs(angles[0] - angles[1]) if len(angles) == 2 else 0.0 for _, angles in sorted(by_start.items())]
+    measured = [math.acos(c) for c in figure.CROSS_SENSE_COSINE.values()]
+    assert len(drawn) == len(measured)
+    for d, m in zip(drawn, measured):
+        assert abs(d - m) < 1e-9, (math.degrees(d), math.degrees(m))
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_lesson_and_lab_name_both_separation_criteria():
+    lesson = "\n".join(cells("markdown"))
+    lab_prose = "\n".join(cells("markdown", page=LAB))
+    lab_code = "\n".join(cells("code", page=LAB))
+    assert "0.85" in lesson and "0.75" in lesson                 # the lesson names its test and the lab's
+    assert "0.85" in lab_prose and "{glue:text}`lesson_first_s_en`" in lab_prose
+    assert 'lesson_first < sep["SmolLM2-135M", "en"]' in lab_code  # "met later": pinned in the lab
