@@ -47,6 +47,29 @@ class Page:
             raise PageError(message)
         return reply["result"].get("value")
 
+    def navigate(self, url: str, timeout: float = 60.0):
+        """Go to `url` in this tab (the page left may stay in the back/forward cache); waits for its load."""
+        self.browser.send("Page.navigate", dict(url=url), self.session)
+        self._arrived(url, timeout)
+
+    def back(self, url: str, timeout: float = 60.0):
+        """The browser's "back" button, to the page at `url`."""
+        history = self.browser.send("Page.getNavigationHistory", session=self.session)
+        entry = history["entries"][history["currentIndex"] - 1]
+        self.browser.send("Page.navigateToHistoryEntry", dict(entryId=entry["id"]), self.session)
+        self._arrived(url, timeout)
+
+    def _arrived(self, url: str, timeout: float):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:                                   # the page being left may answer, or vanish, meanwhile
+                if self.evaluate(f"document.readyState === 'complete' && location.href === {json.dumps(url)}", 10):
+                    return
+            except (PageError, RuntimeError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"the tab did not arrive at {url} within {timeout} s")
+
     def wait_for(self, expression: str, timeout: float = 60.0, poll: float = 0.1):
         """Poll until `expression` is truthy; returns its value."""
         end = time.monotonic() + timeout
@@ -152,6 +175,20 @@ class Chromium:
             except OSError:
                 continue
         return peak
+
+    def renderer_bytes(self) -> int:
+        """The resident memory (VmRSS) of this browser's renderer processes now, added up."""
+        total = 0
+        for pid in _descendants(self.proc.pid):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"--type=renderer" not in f.read():
+                        continue
+                with open(f"/proc/{pid}/status") as f:
+                    total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            except OSError:
+                continue
+        return total
 
     def close(self):
         with contextlib.suppress(Exception):

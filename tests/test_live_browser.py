@@ -514,3 +514,129 @@ def test_the_cache_view_writes_the_same_text_both_ways(tmp_path):
     # 5 + 6 tokens - 1 in the cache after the last step: 2 x 30 blocks x 3 heads x 64 x 4 bytes each
     assert f"holds {2 * 30 * 3 * 64 * 4 * 10 // 1024:,} KiB" in out["note"].replace(",", ",")
     assert out["lines"] > 4                                  # the axes and both series
+
+
+def test_leaving_a_page_frees_the_live_model(tmp_path, smol):
+    """pagehide ends the worker and its weights (a page kept for "back" would keep them); a run after coming
+    back, or on the next page, starts a new worker from the IndexedDB copy and gives llmlab's numbers."""
+    model, tokenizer = smol
+    prompt = "The Eiffel Tower is in the city of"
+    ids = tokenizer.encode(prompt)
+    with torch.no_grad():
+        want = torch.topk(model(torch.tensor([ids]))[0, -1], 5).indices.tolist()
+    page_a = make_site(tmp_path, "")
+    (tmp_path / "next.html").write_text(page_a.read_text(encoding="utf-8"), encoding="utf-8")
+    top = f"llmlabLive.run({json.dumps(prompt)}, {{attention: false}}).then(r => r.next.slice(0, 5).map(n => n.id))"
+    workers = "llmlabLive.status().workers"
+    with static_server(tmp_path) as url, Chromium(loopback=True) as browser:
+        page = browser.open(url + "page.html")
+        assert page.evaluate(top, timeout=300) == want
+        assert page.evaluate(workers) == {"alive": True, "started": 1, "stopped": 0}
+        # the browser's events when a page goes into the back/forward cache and comes back from it
+        page.evaluate("window.dispatchEvent(new PageTransitionEvent('pagehide', {persisted: true})), 1")
+        assert page.evaluate(workers) == {"alive": False, "started": 1, "stopped": 1}
+        assert page.evaluate("llmlabLive.status().status") == "idle"
+        page.evaluate("window.dispatchEvent(new PageTransitionEvent('pageshow', {persisted: true})), 1")
+        assert page.evaluate(top, timeout=300) == want
+        assert page.evaluate(workers) == {"alive": True, "started": 2, "stopped": 1}
+        assert page.evaluate("llmlabLive.info().source") == "indexeddb"
+        # a run cut short by leaving is rejected, not left waiting
+        cut = page.evaluate("""(async () => {
+          const g = llmlabLive.generate('Once upon a time', {maxNewTokens: 200, onToken: t => { if (t.index === 1)
+            window.dispatchEvent(new PageTransitionEvent('pagehide', {persisted: true})); }});
+          try { await g; return 'finished'; } catch (e) { return e.name; } })()""", timeout=300)
+        assert cut == "AbortError" and page.evaluate(workers)["alive"] is False
+        # really leaving: to the next page, which runs the model, and back
+        page.evaluate("window.kept = 1")
+        page.navigate(url + "next.html")
+        assert page.evaluate(top, timeout=300) == want
+        page.back(url + "page.html")
+        restored = page.evaluate("window.kept === 1")
+        assert page.evaluate(workers)["alive"] is False
+        assert page.evaluate(top, timeout=300) == want
+        print(f"back/forward cache restored the page: {restored}; renderers hold {browser.renderer_bytes() / 1e9:.2f} GB")
+
+
+WAIT_DONE = """(async (box, status) => {
+  const start = performance.now();
+  while (!status(box)) {
+    if (performance.now() - start > 280000) throw new Error(box.textContent.slice(-300));
+    await new Promise(r => setTimeout(r, 100));
+  }
+})"""
+
+
+def test_the_boxes_end_a_turn_repeat_a_seed_and_keep_line_breaks(tmp_path, smol):
+    """Write stops at <|im_end|> on a text in the chat template; its seed writes the same text again (with the
+    repetition penalty on, as the API writes it); the knock-out and steering results show before and after
+    as separate blocks that keep their line breaks."""
+    from llmlab.visualization import AttentionView, LensView, SamplingView
+
+    model, tokenizer = smol
+    prompt = "The cat sat on the mat because it"
+    with torch.no_grad():
+        logits = model(torch.tensor([tokenizer.encode(prompt)]))[0, -1]
+    views = [SamplingView.from_logits([prompt], logits[None], tokenizer, n=15),
+             AttentionView.from_model(model, tokenizer, prompt, layer=5, head=6),
+             LensView.from_model(model, tokenizer, "The sea is", live_steer=(torch.arange(576.0) / 576, 12, 2.0))]
+    make_site(tmp_path, "".join(view.to_html() for view in views), preload=False)
+    conversation = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    write = f"""(async (text, temperature, seed, penalty) => {{
+      const box = document.querySelector('div.llmlab-view.llmlab-sampling [data-writer=write]');
+      const set = (name, value) => {{ const s = box.querySelector(`[data-name=writer-${{name}}]`);
+        s.value = value; s.dispatchEvent(new Event('input')); }};
+      set('prompt', text); set('temperature', temperature); set('seed', seed); set('repetition', penalty);
+      box.querySelector('[data-action=write]').click();
+      await {WAIT_DONE}(box, b => /^Done|^Stopped/.test(b.querySelector('.llmlab-live-status').textContent));
+      return {{text: [...box.querySelectorAll('.llmlab-written-token')].map(s => s.textContent).join(''),
+              status: box.querySelector('.llmlab-live-status').textContent,
+              filters: ['top_k', 'top_p', 'min_p'].map(n => parseFloat(box.querySelector(`[data-name=writer-${{n}}]`).value))}};
+    }})"""
+    with static_server(tmp_path) as url, Chromium(loopback=True) as browser:
+        page = browser.open(url + "page.html")
+        turn = page.evaluate(f"{write}({json.dumps(conversation)}, '0', '', '1')", timeout=300)
+        assert turn["status"].startswith("Done (end of text)") and "Paris" in turn["text"]
+        assert "im_" not in turn["text"] and "⟨" not in turn["text"]
+        api = page.evaluate(f"llmlabLive.generate({json.dumps(conversation)}, {{maxNewTokens: 60}})"
+                            ".then(g => [g.stopped, g.ids[g.ids.length - 1], g.text])", timeout=300)
+        assert api == ["eos", 2, turn["text"]]
+        # greedy ids on a plain text still end at <|endoftext|> only, as llmlab.generate(eos_token_id=0)
+        ids = tokenizer.encode("Once upon a time")
+        want = llmlab.generate(model, torch.tensor([ids]), max_new_tokens=12, eos_token_id=0)[0, len(ids):].tolist()
+        assert page.evaluate("llmlabLive.generate('Once upon a time', {maxNewTokens: 12}).then(g => g.ids)",
+                             timeout=300) == want
+
+        first = page.evaluate(f"{write}('Once upon a time', '1', '7', '1.3')", timeout=300)
+        again = page.evaluate(f"{write}('Once upon a time', '1', '7', '1.3')", timeout=300)
+        assert first["text"] and again["text"] == first["text"]
+        k, p, m = first["filters"]                                 # the sliders' filters, as the box passes them
+        options = dict(maxNewTokens=60, temperature=1, topK=int(k) or None, topP=None if p >= 1 else p, minP=m or None,
+                       seed=7, repetitionPenalty=1.3)
+        same = page.evaluate(f"llmlabLive.generate('Once upon a time', {json.dumps(options)}).then(g => g.text)", timeout=300)
+        assert same == first["text"]
+
+        ko = page.evaluate(f"""(async () => {{
+          const panel = document.querySelector('[data-writer=ablate]');
+          panel.querySelector('[data-name=ablate-heads]').value = '5.6 0.3';
+          panel.querySelector('[data-action=ablate]').click();
+          await {WAIT_DONE}(panel, p => p.querySelectorAll('.llmlab-compare').length === 3);
+          return [...panel.querySelectorAll('.llmlab-compare')].map(row => [row.firstChild.textContent,
+            row.querySelector('[data-name=compare-text]') ? getComputedStyle(row.lastChild).whiteSpace : null]);
+        }})()""", timeout=300)
+        assert ko[0] == ["As it is:", "pre-wrap"] and ko[1] == ["Knocked out (5.6 0.3):", "pre-wrap"]
+        assert ko[2][0].endswith(".") and ko[2][1] is None
+
+        steered = page.evaluate(f"""(async () => {{
+          const panel = document.querySelector('[data-writer=steer]');
+          panel.querySelector('[data-action=steer]').click();
+          await {WAIT_DONE}(panel, p => p.querySelectorAll('.llmlab-compare').length === 2);
+          const texts = [...panel.querySelectorAll('[data-name=compare-text]')];
+          return {{labels: [...panel.querySelectorAll('.llmlab-compare-label')].map(l => l.textContent),
+                  texts: texts.map(t => t.textContent), white: texts.map(t => getComputedStyle(t).whiteSpace),
+                  prompt: panel.querySelector('[data-name=steer-prompt]').value}};
+        }})()""", timeout=300)
+        plain = page.evaluate(f"llmlabLive.generate({json.dumps(steered['prompt'])}, {{maxNewTokens: 20}}).then(g => g.text)",
+                              timeout=300)
+    assert steered["labels"] == ["As it is:", "Steered (block 12, scale 2):"]
+    assert steered["texts"][0] == steered["prompt"] + plain          # line breaks and all, as written
+    assert steered["white"] == ["pre-wrap", "pre-wrap"]

@@ -11,7 +11,8 @@
  *   await llmlabLive.run(p, {ablate: [[5, 6]], steer: {layer: 10, vector, scale: 4}, resid: 10})
  *   const g = await llmlabLive.generate("Once upon a time", {maxNewTokens: 30, temperature: 0.8,
  *                 topP: 0.9, seed: 1, onToken: t => console.log(t.text)});   // g.text, g.ids, g.timings
- *   await llmlabLive.generate("What is the capital of France?", {chat: true})
+ *   await llmlabLive.generate("What is the capital of France?", {chat: true})   // ends at <|im_end|>, as does
+ *                                                //   a text in the chat template (one that holds <|im_start|>)
  *   llmlabLive.token(7042)                       // "␣Paris": any id as the book shows tokens (once ready)
  *   await llmlabLive.tokenize("国王")            // ids, tokens and characters: needs the tokenizer only
  *
@@ -20,7 +21,8 @@
  * The model runs in a Web Worker made from a Blob, on one thread (threads need cross-origin
  * isolation, which file:// pages cannot have), so the page never freezes while it computes. The
  * worker reads the big files itself where the browser lets it and keeps their bytes in IndexedDB,
- * so the next page of the book starts without reading them again.
+ * so the next page of the book starts without reading them again. Leaving a page ends its worker (the
+ * browser may keep the page for "back", and with it the weights); the next run starts a new one.
  * Progress: window events "llmlab-live" with detail {status, loaded, total, message}.
  */
 (function () {
@@ -79,6 +81,7 @@
   function call(type, payload, onEvent) {
     return new Promise(function (resolve, reject) {
       var id = nextRequest++;
+      if (!worker) { reject(new DOMException("The page was left while the live model started; run it again.", "AbortError")); return; }
       pending[id] = { resolve: resolve, reject: reject, onEvent: onEvent };
       worker.postMessage(Object.assign({ id: id, type: type }, payload));
     });
@@ -99,7 +102,10 @@
     var ortSource = await ensure("ort.wasm.min.js"), mjs = await ensure("ort-wasm-simd-threaded.mjs");
     emit({ status: "starting", message: "starting the model's worker" });
     var source = [ortSource, "\n;\n", String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
-    worker = new Worker(URL.createObjectURL(new Blob(source, { type: "text/javascript" })));
+    var workerUrl = URL.createObjectURL(new Blob(source, { type: "text/javascript" }));
+    worker = new Worker(workerUrl);
+    URL.revokeObjectURL(workerUrl);
+    workers.started++;
     worker.onmessage = function (event) {
       var msg = event.data, p = pending[msg.id];
       if (msg.type === "progress") { emit({ status: "loading", loaded: msg.loaded, total: msg.total, message: msg.message }); return; }
@@ -146,14 +152,36 @@
 
   function ready() {
     if (!readyPromise) {
-      readyPromise = start().catch(function (error) {
-        readyPromise = null;
+      var starting = readyPromise = start().catch(function (error) {
+        if (readyPromise === starting) { stopWorker(); readyPromise = null; }
         emit({ status: "failed", message: error.message });
         throw error;
       });
     }
     return readyPromise;
   }
+
+  // Leaving the page frees the model. A page the browser keeps for "back" (the back/forward cache) would
+  // otherwise keep its worker, and the worker the runtime's copy of the weights (~0.7 GB), for every
+  // chapter where the model ran. The worker ends on pagehide; the next run starts a new one, which reads
+  // the weights from IndexedDB (kept across pages), not from the book's files.
+  var workers = { started: 0, stopped: 0 };
+  function stopWorker() {
+    if (!worker) return false;
+    worker.terminate();
+    worker = null;
+    workers.stopped++;
+    readyPromise = null;
+    var waiting = pending;
+    pending = {};
+    Object.keys(waiting).forEach(function (id) {
+      waiting[id].reject(new DOMException("The page was left while the live model worked; run it again.", "AbortError"));
+    });
+    return true;
+  }
+  window.addEventListener("pagehide", function () {
+    if (stopWorker()) emit({ status: "idle", loaded: 0, total: 0, message: "the model was freed when the page was left" });
+  });
 
   /* ------------------------------------------------------------------ checking what the reader asks for */
   function describe(value) {
@@ -360,7 +388,7 @@
     var promise = call("generate", Object.assign({ prompt: prompt, headMask: iv.headMask, steer: iv.steer }, o),
                        function (event) { if (options.onToken) options.onToken(event); });
     var id = lastRequest();
-    var onAbort = function () { worker.postMessage({ type: "cancel", target: id }); };
+    var onAbort = function () { if (worker) worker.postMessage({ type: "cancel", target: id }); };
     if (signal) signal.addEventListener("abort", onAbort);
     try {
       var m = await promise;
@@ -404,7 +432,7 @@
       return { ids: ids, tokens: ids.map(t.show), chars: t.groups(ids) };
     },
     decode: async function (ids) { return (await tokenizer()).decode(ids); },
-    status: function () { return Object.assign({}, state); },
+    status: function () { return Object.assign({ workers: Object.assign({ alive: !!worker }, workers) }, state); },
     info: function () { return info; },
     token: function (id) { return info ? info.vocab[id] : undefined; }
   };
@@ -980,13 +1008,22 @@
     }
     var CHAT_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
+    function specialId(name) {
+      var found = -1;
+      tokenizer.specialIds.forEach(function (text, id) { if (text === name) found = id; });
+      return found;
+    }
     async function generate(m) {
       var d = dims;
       var text = m.chat ? "<|im_start|>system\n" + CHAT_SYSTEM + "<|im_end|>\n<|im_start|>user\n" + m.prompt +
                           "<|im_end|>\n<|im_start|>assistant\n" : m.prompt;
       var ids = promptIds(text, d.context - m.maxNewTokens, "with maxNewTokens = " + m.maxNewTokens + ", generate takes at most %d " +
                           "(the live model holds " + d.context + " tokens in all" + (m.chat ? ", the chat template included" : "") + ")");
-      var eos = m.chat ? [2, 0] : [0];                    // <|im_end|> ends a chat turn; <|endoftext|> ends a text
+      // <|endoftext|> ends a text; <|im_end|> ends a turn of a conversation: a chat, or a text written in
+      // the chat template (it holds <|im_start|>), which would otherwise go on with the next turn's header
+      var imStart = specialId("<|im_start|>"), imEnd = specialId("<|im_end|>");
+      var conversation = m.chat || (imStart >= 0 && ids.indexOf(imStart) >= 0);
+      var eos = conversation && imEnd >= 0 ? [imEnd, 0] : [0];
       var random = generator(m.seed === null ? Math.floor(Math.random() * 4294967296) : m.seed);
       var seen = new Uint8Array(d.V);
       ids.forEach(function (id) { seen[id] = 1; });

@@ -477,6 +477,10 @@ window.llmlab.views = window.llmlab.views || {};
     slider('top_k', 'top-k', 0, 100, 1, opts.top_k || 0, function (v) { return v ? String(v) : L.t('off'); });
     slider('top_p', 'top-p', 0.05, 1, 0.05, opts.top_p || 0.95, function (v) { return v >= 1 ? L.t('off') : v.toFixed(2); });
     slider('min_p', 'min-p', 0, 0.5, 0.01, opts.min_p || 0, function (v) { return v ? v.toFixed(2) : L.t('off'); });
+    slider('repetition', L.t('repetition penalty'), 1, 2, 0.05, 1, function (v) { return v > 1 ? v.toFixed(2) : L.t('off'); });
+    // a seed: the same seed and settings write the same text again; left empty, each run draws anew
+    var seed = L.el('input', {type: 'number', min: 0, step: 1, 'data-name': 'writer-seed', placeholder: L.t('new each time')});
+    controls.appendChild(L.labelled(L.t('seed'), seed));
     box.appendChild(controls);
     var write = L.el('button', {type: 'button', 'data-action': opts.chat ? 'ask' : 'write'}, opts.chat ? L.t('Ask') : L.t('Write'));
     var stop = L.el('button', {type: 'button', 'data-action': 'stop', disabled: 'disabled'}, L.t('Stop'));
@@ -492,6 +496,7 @@ window.llmlab.views = window.llmlab.views || {};
     write.addEventListener('click', function () {
       var t = parseFloat(sliders.temperature.value), k = parseInt(sliders.top_k.value, 10);
       var p = parseFloat(sliders.top_p.value), mp = parseFloat(sliders.min_p.value);
+      var rp = parseFloat(sliders.repetition.value), s = seed.value.trim() === '' ? null : Number(seed.value);
       L.clear(out);
       if (!opts.chat) out.appendChild(L.el('span', {'class': 'llmlab-written-prompt'}, input.value));
       controller = new AbortController();
@@ -501,7 +506,8 @@ window.llmlab.views = window.llmlab.views || {};
       L.loadLive(staticRoot).then(function (live) {
         status.textContent = L.t('Writing ...');
         return live.generate(input.value, {maxNewTokens: opts.maxNewTokens || 60, temperature: t, topK: k || null,
-          topP: p >= 1 ? null : p, minP: mp || null, chat: !!opts.chat, signal: controller.signal,
+          topP: p >= 1 ? null : p, minP: mp || null, repetitionPenalty: rp > 1 ? rp : null, seed: s,
+          chat: !!opts.chat, signal: controller.signal,
           onToken: function (tok) {
             if (!tok.text) return;
             var span = L.el('span', {'class': 'llmlab-written-token', title: L.t('{token}: p = {p} (model: {model})',
@@ -536,6 +542,17 @@ window.llmlab.views = window.llmlab.views || {};
   function promptOf(root) {
     var input = root.querySelector('[data-name="live-prompt"]');
     return input ? input.value : '';
+  }
+  // A result shown as labelled lines, one above the other, each keeping its own line breaks:
+  // rows are [label, text] (a text of null: the label alone, a sentence).
+  function compare(out, rows) {
+    L.clear(out);
+    rows.forEach(function (row) {
+      var line = L.el('div', {'class': 'llmlab-compare'});
+      line.appendChild(L.el('div', {'class': 'llmlab-compare-label'}, row[0]));
+      if (row[1] !== null) line.appendChild(L.el('div', {'class': 'llmlab-written', 'data-name': 'compare-text'}, row[1]));
+      out.appendChild(line);
+    });
   }
   function topLines(next, n) {
     return next.slice(0, n).map(function (t) { return t.token + ' ' + t.p.toFixed(3); }).join(L.t(', '));
@@ -606,10 +623,10 @@ window.llmlab.views = window.llmlab.views || {};
         });
       }).then(function (both) {
         var top = both[0].next[0], after = both[1].next.filter(function (t) { return t.id === top.id; })[0];
-        out.textContent = L.t('As it is: {plain}\nKnocked out ({heads}): {ko}\n"{token}" goes from {from} to {to}.',
-          {plain: topLines(both[0].next, 5), heads: pairs.map(function (p) { return p.join('.'); }).join(' '),
-           ko: topLines(both[1].next, 5), token: top.token, from: top.p.toFixed(3),
-           to: after ? after.p.toFixed(3) : L.t('below the top 20')});
+        compare(out, [[L.t('As it is:'), topLines(both[0].next, 5)],
+          [L.t('Knocked out ({heads}):', {heads: pairs.map(function (p) { return p.join('.'); }).join(' ')}), topLines(both[1].next, 5)],
+          [L.t('"{token}" goes from {from} to {to}.', {token: top.token, from: top.p.toFixed(3),
+                                                       to: after ? after.p.toFixed(3) : L.t('below the top 20')}), null]]);
       }).catch(function (error) { out.textContent = L.message(error); })
         .then(function () { go.disabled = false; });
     });
@@ -663,8 +680,8 @@ window.llmlab.views = window.llmlab.views || {};
           });
         });
       }).then(function (both) {
-        out.textContent = L.t('As it is: {plain}\nSteered (block {block}, scale {scale}): {steered}',
-          {plain: prompt.value + both[0].text, block: l, scale: sc, steered: prompt.value + both[1].text});
+        compare(out, [[L.t('As it is:'), prompt.value + both[0].text],
+                      [L.t('Steered (block {block}, scale {scale}):', {block: l, scale: sc}), prompt.value + both[1].text]]);
       }).catch(function (error) { out.textContent = L.message(error); })
         .then(function () { go.disabled = false; });
     });
