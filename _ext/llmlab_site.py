@@ -145,8 +145,9 @@ def environment_rows() -> list[tuple[str, str]]:
     try:
         import torch
 
-        rows.append(("torch threads", f"{torch.get_num_threads()} (OMP_WAIT_POLICY="
-                                      f"{os.environ.get('OMP_WAIT_POLICY', 'unset')})"))
+        # the build's own process; the pages ran with the threads that "pages executed" gives
+        rows.append(("torch threads of the build process", f"{torch.get_num_threads()} (OMP_WAIT_POLICY="
+                                      f"{os.environ.get('OMP_WAIT_POLICY', 'unset')}); for the pages, see below"))
         rows.append(("CPU kernels", cpu_kernels(torch)))
         rows.append(("BLAS", blas_library(torch)))
         rows.append(("pages executed", execution_plan()))
