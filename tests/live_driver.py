@@ -160,35 +160,25 @@ class Chromium:
         page.wait_for("document.readyState === 'complete' && location.href !== 'about:blank'", timeout)
         return page
 
-    def renderer_peak_bytes(self) -> int:
-        """The largest peak resident memory (VmHWM) among this browser's renderer processes."""
-        peak = 0
+    def _renderer_memory(self, field: str):
+        """`field` of /proc/PID/status (VmHWM, VmRSS), in bytes, for each of this browser's renderer processes."""
         for pid in _descendants(self.proc.pid):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     if b"--type=renderer" not in f.read():
                         continue
                 with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmHWM:"):
-                            peak = max(peak, int(line.split()[1]) * 1024)
+                    yield sum(int(line.split()[1]) * 1024 for line in f if line.startswith(field + ":"))
             except OSError:
                 continue
-        return peak
+
+    def renderer_peak_bytes(self) -> int:
+        """The largest peak resident memory (VmHWM) among this browser's renderer processes."""
+        return max(self._renderer_memory("VmHWM"), default=0)
 
     def renderer_bytes(self) -> int:
         """The resident memory (VmRSS) of this browser's renderer processes now, added up."""
-        total = 0
-        for pid in _descendants(self.proc.pid):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"--type=renderer" not in f.read():
-                        continue
-                with open(f"/proc/{pid}/status") as f:
-                    total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-            except OSError:
-                continue
-        return total
+        return sum(self._renderer_memory("VmRSS"))
 
     def close(self):
         with contextlib.suppress(Exception):
