@@ -157,27 +157,32 @@ def _glue_from_the_page(retrieve):
 FIGURE_NAME = re.compile(r"^[\w.-]+\.svg$")
 
 
-class ChineseDiagrams(SphinxTransform):
-    """On a Chinese page, each diagram is the Chinese drawing of its figure script, and its alt text is
-    translated. A notebook carries its diagrams as PNG data named by the figure's SVG
-    (`![alt](data:image/png;base64,... "NAME.svg")`, scripts/sync_notebooks.py); the scripts in
-    figures/ draw NAME.zh_CN.svg beside NAME.svg."""
+class Diagrams(SphinxTransform):
+    """Each diagram is served as its figure script's SVG file: on a Chinese page the Chinese drawing,
+    with its alt text translated; on an English page the English one. A notebook carries its diagrams
+    as PNG data named by the figure's SVG (`![alt](data:image/png;base64,... "NAME.svg")`,
+    scripts/sync_notebooks.py), so that it works alone in Colab; the scripts in figures/ draw NAME.svg
+    and NAME.zh_CN.svg. In the book a file, not a data: URI, is what a tap can open full size (a browser
+    refuses to open a data: URI as a page) and what a phone can zoom without blurring."""
     default_priority = 400     # after the page is parsed and translated, before its images are collected
 
     def apply(self, **kwargs):
         language = _language(self.app)
-        if language == "en":
-            return
-        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        catalog, has_catalog = None, False
+        if language != "en":
+            domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+            dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+            catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        suffix = ".svg" if language == "en" else f".{language}.svg"
         for node in self.document.findall(nodes.image):
             name = node.get("title") or path.basename(node.get("uri", ""))
-            if FIGURE_NAME.match(name) and not name.endswith(f".{language}.svg"):
-                drawing = f"figures/generated/{name[:-4]}.{language}.svg"
+            drawn_for = name[:-4].rpartition(".")[2]              # "zh_CN" in NAME.zh_CN.svg
+            if FIGURE_NAME.match(name) and drawn_for not in LANGUAGES:
+                drawing = f"figures/generated/{name[:-4]}{suffix}"
                 if path.exists(path.join(self.env.srcdir, drawing)):
                     node["uri"] = "/" + drawing
                     node.attributes.pop("candidates", None)
+                    node.attributes.pop("title", None)      # the file's name, not a caption
             if has_catalog and node.get("alt") and catalog.gettext(node["alt"]) != node["alt"]:
                 node["alt"] = catalog.gettext(node["alt"])
 
@@ -284,7 +289,7 @@ def setup(app):
         module.retrieve_glue_data = _glue_from_the_page(utils.retrieve_glue_data)
     sphinx_.Parser.parse = _keep_the_notebook(sphinx_.Parser.parse)
     app.add_transform(TranslateToctreeCaptions)
-    app.add_transform(ChineseDiagrams)
+    app.add_transform(Diagrams)
     app.connect("html-page-context", add_language_switch)
     app.connect("build-finished", translate_views)
     app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)

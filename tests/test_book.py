@@ -272,3 +272,27 @@ def test_every_lesson_has_a_view_and_promises_only_what_it_has(lesson):
         promises = "Run live" in text or "needs a running Python kernel" in text
         assert not promises or LIVE_BOX.search(page), \
             f"{language}{lesson}: the page speaks of a Run live box but none of its views has one"
+
+
+IMG = re.compile(r'<img\b[^>]*\bsrc="([^"]+)"[^>]*>', re.I)
+
+
+def test_every_figure_is_a_file_a_tap_can_open():
+    """Every image of a chapter page, English and Chinese, is a file that exists in the built site: the
+    page's script wraps each figure in a link to its own source, and a browser refuses to open a data:
+    URI as a page (the diagrams used to be inline PNG data, and a tap opened a blank tab). The diagrams
+    are their SVG drawings, so a phone can zoom them sharp."""
+    problems, diagrams = [], 0
+    for page in all_built_pages():
+        if "chapters" not in page.parts:
+            continue
+        for src in IMG.findall(page.read_text(encoding="utf-8")):
+            if src.startswith("data:"):
+                problems.append(f"{page.relative_to(HTML)}: an inline data: image ({src[:40]}...)")
+                continue
+            target = (page.parent / src.split("#")[0].split("?")[0]).resolve()
+            if not target.is_file():
+                problems.append(f"{page.relative_to(HTML)}: {src} does not exist")
+            diagrams += target.suffix == ".svg"
+    assert not problems, "\n".join(problems[:20])
+    assert diagrams >= 2 * 27, f"only {diagrams} SVG diagrams in the English and Chinese chapters"

@@ -335,3 +335,46 @@ def test_a_diagram_carried_by_the_notebook_shows_in_the_book(tiny_book):
     result = open_in_browser(tiny_book / "chapters" / "one.html", js=js, width=1000, height=800)
     assert not result.errors, result.errors
     assert dataset(result.dom, "diagram") == "true"
+
+
+# At phone width: tap the first diagram of the page, then report what the overlay shows. A diagram is
+# drawn at 600-1,100 pt and shown at the text's width, so its labels are 3-6 px tall on a phone; the
+# overlay shows it at its own drawn size, where tests/test_figures_phone.py holds every label at 9 px.
+TAP_A_DIAGRAM = """
+setTimeout(function () {
+  var out = document.body.dataset;
+  var links = Array.prototype.filter.call(document.querySelectorAll('a.llmlab-figure-link'),
+                                          function (a) { return /\\.svg$/.test(a.href); });
+  out.diagrams = links.length;
+  if (!links.length) return;
+  var small = links[0].querySelector('img');
+  out.shownWidth = Math.round(small.getBoundingClientRect().width);
+  links[0].dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, button: 0}));
+  setTimeout(function () {
+    var zoom = document.querySelector('.llmlab-figure-zoom');
+    out.zoom = zoom ? 'open' : 'none';
+    if (!zoom) return;
+    var big = zoom.querySelector('img');
+    out.loaded = big.complete && big.naturalWidth > 0 ? 'yes' : 'no';
+    out.naturalWidth = big.naturalWidth;
+    out.bigWidth = Math.round(big.getBoundingClientRect().width);
+    out.scrolls = zoom.scrollWidth > zoom.clientWidth ? 'yes' : 'no';
+    document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape', bubbles: true}));
+    setTimeout(function () { out.afterEscape = document.querySelector('.llmlab-figure-zoom') ? 'open' : 'closed'; }, 100);
+  }, 800);
+}, 1500);
+"""
+
+
+@pytest.mark.parametrize("name", ["chapters/05_self_attention.html", "zh/chapters/05_self_attention.html"])
+def test_a_tapped_diagram_opens_at_its_drawn_size_on_a_phone(name, tmp_path):
+    result = open_in_browser(page(name), js=TAP_A_DIAGRAM, width=420, height=900, wait_ms=4000)
+    assert not result.errors, result.errors
+    assert int(dataset(result.dom, "diagrams")) >= 1, "no diagram on the page links to its SVG file"
+    assert dataset(result.dom, "zoom") == "open", "tapping a diagram opened no overlay"
+    assert dataset(result.dom, "loaded") == "yes", "the overlay's image did not load (a missing file?)"
+    natural, big, shown = (int(dataset(result.dom, k)) for k in ("natural-width", "big-width", "shown-width"))
+    assert big >= natural - 1, f"the overlay shrank the diagram to {big} px of its {natural}"
+    assert big >= 2 * shown, f"the overlay shows it at {big} px, hardly larger than the page's {shown} px"
+    assert dataset(result.dom, "scrolls") == "yes"
+    assert dataset(result.dom, "after-escape") == "closed"
