@@ -16,7 +16,8 @@ from _svg import LANGUAGES, translator, use_language, write_figure  # noqa: E402
 OUT = Path("figures/generated/ch06_swiglu_gate.svg")
 ZH = {
     "SiLU\n(GELU: GeGLU)": "SiLU\n(GELU 则为 GeGLU)", "the gate: how open, per neuron": "门：每个神经元开多大",
-    "the value: what passes, linear": "值：线性的，决定通过什么",
+    "linear: how much, and its sign": "线性：乘上多少，正负皆可",
+    "row i of W_down: neuron i's value": "W_down 的第 i 行：神经元 i 的值",
     "SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
     "instead of 4 d for the same parameter count.":
         "SmolLM2：d = 576，d_ff = 1536。  用三个矩阵代替两个，所以参数量相同时 d_ff 约为 8/3 d，而不是 4 d。",
@@ -47,7 +48,7 @@ def draw(language: str):
     arrow(ax, 4.1, 1.8, 4.75, 1.8)
     box(ax, 5.5, 1.8, t("SiLU\n(GELU: GeGLU)"), GATE, w=1.4)
     ax.text(5.5, 2.3, t("the gate: how open, per neuron"), ha="center", fontsize=8.5, color="#333333")
-    ax.text(3.2, -0.3, t("the value: what passes, linear"), ha="center", fontsize=8.5, color="#333333")
+    ax.text(3.2, -0.3, t("linear: how much, and its sign"), ha="center", fontsize=8.5, color="#333333")
     arrow(ax, 6.25, 1.65, 6.95, 1.1)
     arrow(ax, 4.1, 0.2, 6.95, 0.9)
     ax.add_patch(plt.Circle((7.25, 1.0), 0.3, color=GATE))
@@ -55,6 +56,7 @@ def draw(language: str):
     ax.text(7.25, 0.45, "h (T, d_ff)", ha="center", fontsize=8.5)
     arrow(ax, 7.6, 1.0, 8.25, 1.0)
     box(ax, 9.1, 1.0, "h W_down\n(T, d)", OP)
+    ax.text(9.1, 0.45, t("row i of W_down: neuron i's value"), ha="center", fontsize=8.5, color="#333333")
     ax.text(0.2, -0.75, t("SmolLM2: d = 576, d_ff = 1536.  Three matrices instead of two, so d_ff is about 8/3 d "
                            "instead of 4 d for the same parameter count."), fontsize=8.5, color="#444444")
     ax.set_xlim(0.0, 10.2)
