@@ -71,7 +71,7 @@ def draw(language: str):
                va="bottom", color="#c44e52")
     box(right, 3.45, 2.2, 1.6, 0.5, t("later blocks"), BLOCK)
     arrow(right, 4.25, 1.6, 4.25, 2.2)
-    box(right, 3.1, 3.2, 2.3, 0.5, "' a physicist ...'", TOKEN, size=8.5)
+    box(right, 2.85, 3.2, 2.8, 0.5, "' a German physicist.'", TOKEN, size=8.5)   # the lesson's run, layer 8
     arrow(right, 4.25, 2.7, 4.25, 3.2)
     right.set_xlim(-0.4, 6)
     right.set_ylim(0, 4.4)
