@@ -91,7 +91,7 @@ KNOWN_GAPS = {
     (7, "vanishing gradient"),
     (8, "Transformer block"), (8, "model configuration"), (8, "meta device"), (8, "reference implementation"),
     (9, "decoding strategy"), (9, "random seed"), (9, "min-p sampling"),
-    (10, "roofline model"), (10, "time to first token"),
+    (10, "time to first token"),
     (11, "local and global layers"),
     (12, "next-token prediction"), (12, "training step"),
     (14, "contextualized embedding"), (14, "hidden state"), (14, "cosine similarity"), (14, "word sense"),
