@@ -21,7 +21,7 @@ def embed_tokens(ids: torch.Tensor, weight: torch.Tensor, scale: float | None = 
     """Rows of `weight` for each id: (B, T) ids -> (B, T, d_model)."""
     x = weight[ids]  # (B, T, d)
     if scale is not None:
-        # Hugging Face rounds the scale to the weight dtype first (sqrt(640) in bf16 is 25.25, not 25.298).
+        # the scale in the table's own float type, as Gemma's reference code does
         x = x * torch.tensor(scale, dtype=weight.dtype, device=weight.device)
     return x
 
