@@ -187,6 +187,133 @@ class Diagrams(SphinxTransform):
                 node["alt"] = catalog.gettext(node["alt"])
 
 
+class ExerciseTitles(SphinxTransform):
+    """An exercise's own title ("```{exercise} Read the next token") from the page's catalog: sphinx-exercise
+    keeps it in a subtitle node that Sphinx's gettext does not extract, so scripts/book_i18n.py puts the
+    titles into the catalog itself (`exercise_titles`) and this transform puts the translation in place."""
+    default_priority = 400
+
+    def apply(self, **kwargs):
+        from sphinx_exercise.nodes import exercise_subtitle
+
+        language = _language(self.app)
+        if language == "en":
+            return
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        for node in self.document.findall(exercise_subtitle):
+            english = node.astext()
+            chinese = catalog.gettext(english)
+            if chinese != english:
+                node.children = []
+                node += nodes.Text(chinese)
+
+
+def translate_comments(source: str, lookup) -> str:
+    r"""A cell's source with each comment's text replaced by lookup(text) where that is not None.
+
+    >>> translate_comments('x = 1   # one token\ns = "# kept"', {"one token": "一个词元"}.get)
+    'x = 1   # 一个词元\ns = "# kept"'
+    """
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+    lines = source.split("\n")
+    for token in reversed([t for t in tokens if t.type == tokenize.COMMENT]):
+        text = token.string.lstrip("#").strip()
+        new = lookup(text) if text else None
+        (row, start), (_, end) = token.start, token.end
+        if new and row <= len(lines):
+            hashes = token.string[:len(token.string) - len(token.string.lstrip("#"))]
+            lines[row - 1] = lines[row - 1][:start] + f"{hashes} {new}" + lines[row - 1][end:]
+    return "\n".join(lines)
+
+
+def translate_printed(text: str, lookup) -> str:
+    """Printed output with each line that the catalog lists (as a template: numbers are fields) translated."""
+    from llmlab.visualization.figure_language import FIELD, needs_words, template
+
+    out = []
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped and needs_words(stripped):
+            key, numbers = template(stripped)
+            new = lookup(key)
+            if new:
+                filled = FIELD.sub(lambda m: numbers[int(m.group(1))], new).replace("{{", "{").replace("}}", "}")
+                line = line[:len(line) - len(line.lstrip())] + filled
+        out.append(line)
+    return "\n".join(out)
+
+
+class ChineseCode(SphinxTransform):
+    """On a Chinese page, the comments of the code cells and the lines their outputs print, from the page's
+    code catalog (locales/zh_CN/LC_MESSAGES/code/<page>.po, written by `scripts/book_i18n.py code`); what
+    check() prints, from llmlab's message catalog. The code itself (names, strings) is left as it runs."""
+    default_priority = 400
+
+    def apply(self, **kwargs):
+        language = _language(self.app)
+        if language == "en":
+            return
+        from llmlab.exercises.messages import read_po, translate
+
+        po = path.join(self.env.srcdir, "locales", language, "LC_MESSAGES", "code", f"{self.env.docname}.po")
+        entries = {}
+        if path.exists(po):
+            with open(po, encoding="utf-8") as f:
+                entries = read_po(f.read())
+        for cell in self.document.findall(nodes.container):
+            if cell.get("nb_element") != "cell_code":
+                continue
+            source = ""
+            for part in cell.children:
+                if not isinstance(part, nodes.container):
+                    continue
+                for block in part.findall(nodes.literal_block):
+                    if part.get("nb_element") == "cell_code_source":
+                        source = block.astext()
+                        new = translate_comments(source, entries.get) if entries else source
+                    elif part.get("nb_element") == "cell_code_output":
+                        text = block.astext()
+                        new = translate(text, language) if "check(" in source else translate_printed(text, entries.get)
+                    else:
+                        continue
+                    if new != block.astext():
+                        block.rawsource = new
+                        block.children = [nodes.Text(new)]
+
+
+PLOT_NAME = re.compile(r"^[0-9a-f]{64}\.png$")     # MyST-NB names an output image by the hash of its bytes
+
+
+class ChineseFigures(SphinxTransform):
+    """On a Chinese page, each figure the page's code drew is shown with Chinese words: the build kept
+    every shown figure (_build/figure_copies, named by the hash of the English image, which is also the
+    image file's name) and drew it again with the figure catalog (scripts/book_i18n.py,
+    llmlab/visualization/figure_language.py). Same execution, same numbers; English pages are untouched."""
+    default_priority = 400
+
+    def apply(self, **kwargs):
+        language = _language(self.app)
+        if language == "en":
+            return
+        for node in self.document.findall(nodes.image):
+            name = path.basename(node.get("uri", ""))
+            if PLOT_NAME.match(name):
+                drawing = f"_build/figure_copies/{name[:-4]}.{language}.png"
+                if path.exists(path.join(self.env.srcdir, drawing)):
+                    node["uri"] = "/" + drawing
+                    node.attributes.pop("candidates", None)
+
+
 VIEW_TEXT = re.compile(r'("(?:title|legend)": )("(?:[^"\\]|\\.)*")')
 
 
@@ -289,7 +416,10 @@ def setup(app):
         module.retrieve_glue_data = _glue_from_the_page(utils.retrieve_glue_data)
     sphinx_.Parser.parse = _keep_the_notebook(sphinx_.Parser.parse)
     app.add_transform(TranslateToctreeCaptions)
+    app.add_transform(ExerciseTitles)
     app.add_transform(Diagrams)
+    app.add_transform(ChineseFigures)
+    app.add_transform(ChineseCode)
     app.connect("html-page-context", add_language_switch)
     app.connect("build-finished", translate_views)
     app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)

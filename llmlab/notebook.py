@@ -64,6 +64,7 @@ def use_book_style() -> None:
         # In Jupyter with matplotlib < 3.10, the inline backend (matplotlib-inline 0.2) sets itself up
         # when the first figure is made, and that first figure is never shown: load the backend now.
         plt.close(plt.figure())
+        _show_figures_in_language()
     plt.rcParams.update({
         "font.family": ["DejaVu Sans", *cjk],
         "figure.dpi": 100,
@@ -72,6 +73,51 @@ def use_book_style() -> None:
         "axes.spines.right": False,
         "figure.figsize": (7, 3.5),
     })
+
+
+FIGURE_COPIES = "LLMLAB_FIGURE_COPIES"   # the book's build: a folder for each shown figure's copy (Chinese site)
+
+
+def _show_figures_in_language() -> None:
+    """Route the notebook's figures through figure_language: in a notebook run in Chinese
+    (LLMLAB_LANGUAGE=zh_CN) each figure is shown with the words of the figure catalog; while the book is
+    built (LLMLAB_FIGURE_COPIES names a folder) the English figure is shown and a copy kept, from which
+    the Chinese site draws the same figure with Chinese words."""
+    import base64
+    import os
+
+    from IPython import get_ipython
+    from matplotlib.figure import Figure
+
+    from llmlab.exercises.language import current_language
+    from llmlab.visualization import figure_language
+
+    shell = get_ipython()
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        draw = png.lookup_by_type(Figure)
+    except KeyError:   # no inline backend: figures are not shown as PNG
+        return
+    draw = getattr(draw, "drawn_in_english", draw)
+
+    def shown(fig):
+        data = draw(fig)
+        if data is None:
+            return None
+        folder = os.environ.get(FIGURE_COPIES)
+        if folder:
+            raw = base64.b64decode(data) if isinstance(data, str) else data
+            figure_language.keep_for_translation(fig, raw, folder)
+        language = current_language()
+        if language != "en":
+            translated = figure_language.draw_in_language(fig, language)
+            return base64.b64encode(translated).decode("ascii") if isinstance(data, str) else translated
+        return data
+
+    shown.drawn_in_english = draw
+    png.for_type(Figure, shown)
 
 
 def repository_url() -> str | None:

@@ -68,6 +68,24 @@ def plot_alt_texts(notebook: Path) -> list[str]:
     return alts
 
 
+EXERCISE_TITLE = re.compile(r"^\s*(?:`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]+(.+?)\s*$", re.M)
+EXERCISE_COMMENT = "title of an exercise"
+
+
+def exercise_titles(notebook: Path) -> list[str]:
+    """The titles of a notebook's exercises ("```{exercise} Read the next token"): sphinx-exercise keeps
+    them where Sphinx's gettext does not look, and the Chinese pages translate them (_ext/llmlab_i18n.py)."""
+    if not notebook.exists():
+        return []
+    import nbformat
+
+    titles = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            titles += [t for t in EXERCISE_TITLE.findall(cell.source) if t not in titles]
+    return titles
+
+
 VIEW_TEXT = re.compile(r'"(?:title|legend)": ("(?:[^"\\]|\\.)*")')
 VIEW_COMMENT = "text of a view drawn by the page's code"
 
@@ -115,6 +133,9 @@ def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]
         for alt in plot_alt_texts(ROOT / page.with_suffix(".ipynb")):
             if alt not in template:
                 template.add(alt, auto_comments=["alt text of a plot drawn by the page's code"])
+        for title in exercise_titles(ROOT / page.with_suffix(".ipynb")):
+            if title not in template:
+                template.add(title, auto_comments=[EXERCISE_COMMENT])
         po = CATALOGS / page.with_suffix(".po")
         views = view_texts(page.as_posix())
         if views is None and po.exists():      # not built: keep the view texts the catalog has
@@ -154,6 +175,8 @@ def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]
             write_po(f, catalog, width=0, no_location=True, ignore_obsolete=True, sort_output=False)
     for po in sorted(CATALOGS.rglob("*.po")):
         page = po.relative_to(CATALOGS).with_suffix("").as_posix()
+        if po.is_relative_to(CODE_CATALOGS):       # the code cells' catalogs: `code` keeps them
+            continue
         if page not in seen and not only:
             report.append(f"{page}: the page is gone from the book; its catalog was removed")
             po.unlink()
@@ -266,6 +289,7 @@ def build(strict: bool = True) -> int:
     # inside the English site
     staging = BUILD / "html-zh" / "zh"
     shutil.rmtree(staging.parent, ignore_errors=True)
+    chinese_figures()
     result = _sphinx("html", staging, BUILD / ".doctrees-zh", {
         "language": LOCALE,
         "html_title": "语言模型的内部",
@@ -282,6 +306,192 @@ def build(strict: bool = True) -> int:
         shutil.rmtree(staging.parent, ignore_errors=True)
         share_sources(target, BUILD / "html")
     return result
+
+
+FIGURE_COPIES = BUILD / "figure_copies"
+
+
+def chinese_figures(folder: Path = FIGURE_COPIES) -> int:
+    """Draw every figure the English execution kept (scripts/execute_book.py) with the words of
+    llmlab's figure catalog (llmlab/locale/zh_CN/LC_MESSAGES/figures.po): NAME.zh_CN.png, which the
+    Chinese pages show in place of the English image NAME.png (_ext/llmlab_i18n.py). Seconds, not a re-run."""
+    from llmlab.visualization.figure_language import draw_kept
+
+    return draw_kept(folder, LOCALE) if folder.is_dir() else 0
+
+
+# --------------------------------------------------------------------------- the words inside code cells
+#
+# A page's code cells carry English a reader needs: the comments of the shown code, and the lines its
+# code prints. They get a catalog of their own per page, locales/zh_CN/LC_MESSAGES/code/<page>.po, whose
+# entries are the comments (exact text after "# ") and the printed lines as templates (each number a
+# numbered field {0}, {1}, ..., as in llmlab/visualization/figure_language.py, so that a line whose
+# numbers differ on another machine is the same entry). The Chinese pages show both translated
+# (_ext/llmlab_i18n.py, ChineseCode); the code itself, strings included, stays as it runs. What check()
+# prints is translated from llmlab's own message catalog instead (llmlab/exercises/messages.py).
+
+CODE_CATALOGS = CATALOGS / "code"
+COMMENT_NOTE = "comment in the page's code"
+PRINTED_NOTE = "printed by the page's code"
+HIDDEN_TAGS = {"remove-input", "remove-cell"}
+
+
+def code_comments(source: str) -> list[str]:
+    r"""The comments of a code cell, each without its "#" and surrounding spaces, in order.
+
+    >>> code_comments('x = 1   # one token\ny = "# not a comment"\n# (B, T, d)')
+    ['one token', '(B, T, d)']
+    """
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    found = []
+    for token in tokens:
+        if token.type == tokenize.COMMENT:
+            text = token.string.lstrip("#").strip()
+            if text and not text.startswith("!") and text not in found:
+                found.append(text)
+    return found
+
+
+def printed_lines(cell) -> list[str]:
+    """The lines a cell's outputs show as text (streams, and plain-text results that have no richer
+    form), as templates, for the lines with English words; none for a cell that calls check()."""
+    from llmlab.visualization.figure_language import needs_words, template
+
+    if "check(" in cell.source:
+        return []
+    texts = []
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            texts.append(output.get("text", ""))
+        elif output.get("output_type") in ("execute_result", "display_data"):
+            data = output.get("data", {})
+            if "text/plain" in data and not any(k.startswith(("image/", "text/html", "text/markdown",
+                                                              "application/")) for k in data):
+                texts.append(data["text/plain"])
+    lines = []
+    for text in texts:
+        for line in text.splitlines():
+            if needs_words(line):
+                key = template(line.strip())[0]
+                if key not in lines:
+                    lines.append(key)
+    return lines
+
+
+def executed_notebook(notebook: Path):
+    """The notebook with the outputs of its last execution, from the build's execution cache; None if
+    the cache has no run of the notebook as it is now."""
+    import nbformat
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(BUILD / ".jupyter_cache"))
+    try:
+        return cache.merge_match_into_notebook(nbformat.read(notebook, as_version=4))[1]
+    except KeyError:
+        return None
+
+
+def code_texts(page: str) -> tuple[list[str], list[str]]:
+    """(comments of the page's shown code, lines its outputs print) for one page, from the notebook and
+    from its last execution (the build's cache); ([], []) for a page with no notebook."""
+    import nbformat
+
+    notebook = ROOT / f"{page}.ipynb"
+    if not notebook.exists():
+        return [], []
+    comments = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        if cell.cell_type == "code" and not HIDDEN_TAGS & set(cell.metadata.get("tags", [])):
+            comments += [c for c in code_comments(cell.source) if c not in comments]
+    printed = []
+    executed = executed_notebook(notebook)
+    if executed is not None:
+        for cell in executed.cells:
+            tags = set(cell.metadata.get("tags", []))
+            if cell.cell_type == "code" and not {"remove-output", "remove-cell"} & tags:
+                printed += [line for line in printed_lines(cell) if line not in printed and line not in comments]
+    return comments, printed
+
+
+def book_pages() -> list[str]:
+    """The pages of the book that are notebooks ("chapters/05_self_attention"), in the table of contents' order."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from execute_book import book_notebooks
+
+    return [page for page in book_notebooks() if (ROOT / f"{page}.ipynb").exists()]
+
+
+def update_code_catalogs(pages: list[str]) -> list[str]:
+    """Write code/<page>.po for each page: every comment and printed line an entry, translations kept,
+    entries no longer on the page dropped. A line per page on what changed."""
+    from babel.messages.catalog import Catalog
+    from babel.messages.pofile import read_po, write_po
+
+    report = []
+    for page in pages:
+        comments, printed = code_texts(page)
+        po = CODE_CATALOGS / f"{page}.po"
+        old = {}
+        if po.exists():
+            with open(po, "rb") as f:
+                old = {m.id: m for m in read_po(f, locale=LOCALE) if m.id}
+        if not comments and not printed:
+            if po.exists():
+                po.unlink()
+            continue
+        catalog = Catalog(locale=LOCALE, project="Inside a Language Model", fuzzy=False,
+                          header_comment=HEADER.replace("one page of the book", "one page's code cells"),
+                          copyright_holder="The llmlab authors")
+        for text, note in [(c, COMMENT_NOTE) for c in comments] + [(p, PRINTED_NOTE) for p in printed]:
+            kept = old.get(text)
+            catalog.add(text, kept.string if kept else "", auto_comments=[note],
+                        flags=kept.flags if kept else ())
+        po.parent.mkdir(parents=True, exist_ok=True)
+        with open(po, "wb") as f:
+            write_po(f, catalog, width=0, no_location=True, ignore_obsolete=True, sort_output=False)
+        new = sum(1 for m in catalog if m.id and m.id not in old)
+        gone = sum(1 for k in old if k not in {m.id for m in catalog})
+        report.append(f"{page}: {len(comments)} comments, {len(printed)} printed lines; {new} new, {gone} dropped")
+    return report
+
+
+def figure_words(folder: Path = FIGURE_COPIES) -> tuple[list[str], list[str]]:
+    """(labels the kept figures need, their categorical tick labels with words), as catalog templates."""
+    import json
+
+    wanted, ticks = [], []
+    for kept in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        words = json.loads(kept.read_text(encoding="utf-8"))
+        wanted += [w for w in words["wanted"] if w not in wanted]
+        ticks += [t for t in words["ticks"] if t not in ticks and t not in wanted]
+    return wanted, ticks
+
+
+def update_figure_catalog(folder: Path = FIGURE_COPIES) -> str:
+    """Add to llmlab's figure catalog every label the last build's figures show that it lacks (empty, for a
+    translator); entries are never dropped (a label may be drawn only on another machine)."""
+    from babel.messages.pofile import read_po, write_po
+    from llmlab.visualization.figure_language import catalog_path
+
+    wanted, ticks = figure_words(folder)
+    po = catalog_path(LOCALE)
+    with open(po, "rb") as f:
+        catalog = read_po(f, locale=LOCALE)
+    have = {m.id for m in catalog if m.id}
+    added = 0
+    for text, note in [(w, "label of a plot") for w in wanted] + [(t, "tick label of a plot") for t in ticks]:
+        if text not in have:
+            catalog.add(text, "", auto_comments=[note])
+            added += 1
+    with open(po, "wb") as f:
+        write_po(f, catalog, width=0, no_location=True, ignore_obsolete=True, sort_output=False)
+    return f"{po.relative_to(ROOT)}: {len(wanted)} labels and {len(ticks)} tick labels in the build's figures; {added} added"
 
 
 def share_sources(zh: Path, english: Path) -> int:
@@ -319,6 +529,10 @@ def main(argv=None) -> int:
     c = sub.add_parser("catalogs", help="extract the English text and update locales/zh_CN")
     c.add_argument("--only", nargs="+", metavar="PAGE", help="update only these pages' catalogs "
                    "(chapters/05_self_attention ...)")
+    k = sub.add_parser("code", help="update the catalogs of the pages' code comments and printed lines "
+                       "(locales/zh_CN/LC_MESSAGES/code/; the printed lines come from the last build)")
+    k.add_argument("--only", nargs="+", metavar="PAGE", help="only these pages (chapters/05_self_attention ...)")
+    sub.add_parser("figures", help="add the labels of the last build's plots to llmlab's figure catalog")
     sub.add_parser("status", help="how complete each page's catalog is")
     sub.add_parser("check", help="translations that lost or changed code, formulas, roles or links")
     b = sub.add_parser("build", help="build the Chinese site into _build/html/zh")
@@ -328,6 +542,13 @@ def main(argv=None) -> int:
     if args.command == "catalogs":
         for line in update_catalogs(extract(), args.only):
             print(line)
+        return 0
+    if args.command == "code":
+        for line in update_code_catalogs(args.only or book_pages()):
+            print(line)
+        return 0
+    if args.command == "figures":
+        print(update_figure_catalog())
         return 0
     if args.command == "check":
         problems = check()

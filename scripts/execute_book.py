@@ -101,6 +101,24 @@ def one_bandwidth(path: Path = BANDWIDTH_FILE, fresh: bool = True) -> Path:
     return path
 
 
+FIGURE_COPIES = ROOT / "_build" / "figure_copies"
+
+
+def keep_figures(path: Path = FIGURE_COPIES, fresh: bool = True) -> Path:
+    """Keep a copy of every figure the pages show, for the Chinese site to draw with Chinese words.
+
+    llmlab's notebook style (`use_book_style`) writes each shown figure into $LLMLAB_FIGURE_COPIES, named by
+    the hash of its English image (llmlab/visualization/figure_language.py); `book_i18n.py build` draws
+    them in Chinese. A fresh build starts from an empty folder, as it starts from an empty cache.
+    """
+    import shutil
+
+    os.environ["LLMLAB_FIGURE_COPIES"] = str(path)        # the kernels inherit it
+    if fresh:
+        shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
 def order(names: list[str], jobs: int) -> tuple[list[str], list[str]]:
     """(pages that share the cores, pages that run alone afterwards)."""
     if jobs <= 1:
@@ -160,6 +178,7 @@ def main(argv=None) -> int:
         return left
 
     one_bandwidth(fresh=not args.keep and not args.only)
+    keep_figures(fresh=not args.keep and not args.only)
     failed = []
     start = time.perf_counter()
 
