@@ -24,8 +24,15 @@ class SourceView:
         self.code = textwrap.dedent("".join(lines)).rstrip()
 
     def _repr_markdown_(self) -> str:
-        module_path = self.name.rsplit(".", 1)[0].replace(".", "/") if "." in self.name else self.name
-        return f"`{self.name}` (from `{module_path}.py`, line {self.first_line}):\n\n```python\n{self.code}\n```"
+        return f"`{self.name}` (from `{self.where()}`, line {self.first_line}):\n\n```python\n{self.code}\n```"
+
+    def where(self) -> str:
+        """The source file from its package's folder on: "llmlab/ffn.py" for a method of a class in it."""
+        from pathlib import Path
+
+        parts = Path(self.file).parts
+        package = self.name.split(".", 1)[0]
+        return "/".join(parts[len(parts) - 1 - parts[::-1].index(package):]) if package in parts else Path(self.file).name
 
     def __repr__(self) -> str:
         return f"# {self.name}\n{self.code}"
