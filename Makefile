@@ -69,12 +69,15 @@ glossary: env
 # The live model of the book's pages (llmlab.live; chapter "The live model"): onnxruntime-web from
 # npm, pinned by web/package-lock.json, and SmolLM2 exported to ONNX, written as script files into
 # assets/vendor/live/ (copied into _static/ by the build). Nothing is fetched when the book is read.
+# The decode kernel (llmlab/live/decode.c, SIMD WebAssembly that writes tokens from the GGUF blocks) is
+# rebuilt first with the pinned zig cc; tests/test_live_kernel.py fails if the checked-in .wasm is stale.
 # The export re-runs only when its inputs change (their digest is in manifest.js).
 web/node_modules/.installed: web/package.json web/package-lock.json
 	npm ci --prefix web --ignore-scripts --no-audit --no-fund
 	touch $@
 
 live: env models web/node_modules/.installed
+	$(PY) -m llmlab.live.kernel
 	$(PY) -m llmlab.live assets/vendor/live web/node_modules/onnxruntime-web/dist
 
 # Headless Chromium for the browser tests, bubblewrap for the grading sandbox (Debian's packages).

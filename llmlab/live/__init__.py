@@ -7,6 +7,8 @@ what that needs, from the same GGUF file llmlab loads:
                 the file's own 4- and 8-bit numbers (no re-quantization), with the outputs the
                 views show: next-token probabilities, every attention pattern, the logit lens.
     blocks.py   the GGUF file's Q4_1 and Q8_0 blocks, and their expansion to float32 (as gguf.quants).
+    decode.c    the forward pass that writes tokens, in WebAssembly with SIMD, reading those blocks
+                directly (no float32 copy); kernel.py builds it to decode.wasm with the pinned zig cc.
     site.py     the files a static page can load from file:// or any web server (the graph and
                 its weights in script files of at most 50 MB, the tokenizer), rebuilt only when
                 their inputs change.

@@ -69,6 +69,7 @@ LIVE_INPUTS = ("input_ids", "past_keys", "past_values", "head_mask", "steer", "a
 LIVE_OUTPUTS = ("logits", "resid", "present_keys", "present_values", "attention", "lens_ids", "lens_probs",
                 "lens_target_probs", "lens_target_ranks")
 WEIGHTS_FILE = "weights.f32"      # the expanded weights: written by the page in memory, never shipped
+KERNEL_FILE = "model.norms"       # the decode kernel's float32 norms and RoPE tables (decode.c)
 
 
 # ------------------------------------------------------------------ a small graph writer
@@ -80,7 +81,7 @@ class Graph:
         from onnx import helper, numpy_helper
 
         self.helper, self.numpy_helper = helper, numpy_helper
-        self.nodes, self.initializers, self.count, self.weights = [], [], 0, []
+        self.nodes, self.initializers, self.count, self.weights, self.norms = [], [], 0, [], []
 
     def name(self, hint: str) -> str:
         self.count += 1
@@ -96,7 +97,7 @@ class Graph:
         self.nodes.append(self.helper.make_node(op_type, list(inputs), names, domain=domain, **attrs))
         return names[0] if len(names) == 1 else names
 
-    def weight(self, hint: str, kind: str, blocks: np.ndarray) -> str:
+    def weight(self, hint: str, kind: str, blocks: np.ndarray, source: str) -> str:
         """A float32 (K, N) initializer, w^T for the quantized blocks (N, nb, bytes) of w, expanded when the
         model loads (transposed: onnxruntime multiplies one row by a (K, N) matrix without repacking it)."""
         from onnx import TensorProto
@@ -109,7 +110,7 @@ class Graph:
             entry = tensor.external_data.add()
             entry.key, entry.value = key, value
         self.initializers.append(tensor)
-        self.weights.append(dict(name=name, kind=kind, rows=N, cols=K, offset=offset, blocks=blocks))
+        self.weights.append(dict(name=name, tensor=source, kind=kind, rows=N, cols=K, offset=offset, blocks=blocks))
         return name
 
     def ints(self, *values: int) -> str:
@@ -169,10 +170,11 @@ def build_graph(reader, config) -> tuple:
         blocks = raw_blocks(tensors[name], Q4_1_BLOCK)                                 # (N, K/32, 20)
         if heads is not None:  # W_q / W_k: llama.cpp's row order back to llmlab's (whole rows move)
             blocks = unpermute_rows(blocks, heads)
-        return g.op("MatMul", x, g.weight("w", "q4_1", blocks))                        # x @ w^T, (T, N)
+        return g.op("MatMul", x, g.weight("w", "q4_1", blocks, name))                  # x @ w^T, (T, N)
 
     def norm_weight(name: str) -> np.ndarray:
-        return np.asarray(tensors[name].data, dtype=np.float32)
+        g.norms.append(np.asarray(tensors[name].data, dtype=np.float32))         # the decode kernel's too
+        return g.norms[-1]
 
     # The new tokens sit at positions P .. P+T-1, after the P cached ones; S = P + T keys in all.
     T = g.op("Shape", "input_ids")                                                    # [T]
@@ -182,8 +184,8 @@ def build_graph(reader, config) -> tuple:
     # RoPE: llmlab's own tables for CONTEXT positions, half of each (the two halves of a row share one
     # angle); the new tokens' rows start at P.
     cos, sin = rope_cos_sin(CONTEXT, hd, base=c.rope_theta)                            # (CONTEXT, hd) each
-    cos = g.const("rope_cos", cos.numpy()[:, : hd // 2].copy())
-    sin = g.const("rope_sin", sin.numpy()[:, : hd // 2].copy())
+    cos_half, sin_half = cos.numpy()[:, : hd // 2].copy(), sin.numpy()[:, : hd // 2].copy()
+    cos, sin = g.const("rope_cos", cos_half), g.const("rope_sin", sin_half)
     # Causal mask (T, S): key j is hidden from the new token i when j > P + i.
     keys = g.op("Range", g.op("Squeeze", zero), g.op("Squeeze", S, zero), g.op("Squeeze", g.ints(1)))
     rows = g.op("Range", g.op("Squeeze", P, zero), g.op("Squeeze", S, zero), g.op("Squeeze", g.ints(1)))
@@ -197,7 +199,7 @@ def build_graph(reader, config) -> tuple:
     embedding = raw_blocks(tensors["token_embd.weight"], Q8_0_BLOCK)                   # (V, D/32, 34)
     per = -(-V // EMBEDDING_CHUNKS)
     slices = [(lo, min(per, V - lo)) for lo in range(0, V, per)]
-    tables = [g.weight("embedding", "q8_0", embedding[lo: lo + n]) for lo, n in slices]   # (D, n) each
+    tables = [g.weight("embedding", "q8_0", embedding[lo: lo + n], "token_embd.weight") for lo, n in slices]  # (D, n)
     x = g.op("Transpose", pick_column(g, tables, slices, "input_ids"), perm=[1, 0])    # (T, D)
 
     attention_end = g.op("Reshape", "attention_rows", g.ints(1))                       # [R]: 0 or T
@@ -287,12 +289,19 @@ def build_graph(reader, config) -> tuple:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                               producer_name="llmlab.live")
     model.ir_version = 8
-    return model, g.weights
+    # What the decode kernel (decode.c) reads besides the blocks: its sizes, and one float32 file of the
+    # norms' weights (attn_norm, ffn_norm of each block, then output_norm) and the RoPE half tables.
+    kernel = dict(file=KERNEL_FILE, n_layers=L, d_model=D, n_heads=H, n_kv_heads=KV, head_dim=hd, d_ff=c.d_ff,
+                  vocab=V, context=CONTEXT, eps=float(c.norm_eps),
+                  floats=np.concatenate([*g.norms, cos_half.reshape(-1), sin_half.reshape(-1)]).astype(np.float32))
+    return model, g.weights, kernel
 
 
-def save_files(model, weights: list, folder: Path, chunk_bytes: int = CHUNK_BYTES, expanded: bool = True) -> list[Path]:
+def save_files(model, weights: list, folder: Path, chunk_bytes: int = CHUNK_BYTES, expanded: bool = True,
+               kernel: dict | None = None) -> list[Path]:
     """Write model.onnx, the quantized blocks in model.data.0, .1, ... (each <= chunk_bytes), the recipe
-    model.expand.json, and (expanded=True, for onnxruntime in Python) weights.f32 itself."""
+    model.expand.json, the decode kernel's model.norms (given `kernel`), and (expanded=True, for onnxruntime
+    in Python) weights.f32 itself."""
     from onnx import save_model
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -306,19 +315,24 @@ def save_files(model, weights: list, folder: Path, chunk_bytes: int = CHUNK_BYTE
                 handle.close()
             files.append(folder / f"model.data.{len(files)}")
             handle, used = open(files[-1], "wb"), 0
-        recipe.append(dict(name=w["name"], kind=w["kind"], rows=w["rows"], cols=w["cols"], offset=w["offset"],
+        recipe.append(dict(name=w["name"], tensor=w["tensor"], kind=w["kind"], rows=w["rows"], cols=w["cols"],
+                           offset=w["offset"],
                            file=files[-1].name, start=used, length=len(data)))
         handle.write(data)
         used += len(data)
     if handle:
         handle.close()
     total = sum(w["rows"] * w["cols"] * 4 for w in weights)
-    (folder / "model.expand.json").write_text(json.dumps(dict(file=WEIGHTS_FILE, bytes=total, weights=recipe)))
+    spec = dict(file=WEIGHTS_FILE, bytes=total, weights=recipe)
+    if kernel is not None:
+        (folder / KERNEL_FILE).write_bytes(kernel["floats"].tobytes())
+        spec["kernel"] = {key: value for key, value in kernel.items() if key != "floats"}
+    (folder / "model.expand.json").write_text(json.dumps(spec))
     if expanded:
         expand_weights(folder)
     graph_path = folder / "model.onnx"
     save_model(model, os.fspath(graph_path))
-    return [graph_path, folder / "model.expand.json", *files]
+    return [graph_path, folder / "model.expand.json", *files] + ([folder / KERNEL_FILE] if kernel else [])
 
 
 def expand_weights(folder: str | os.PathLike) -> Path:
@@ -347,8 +361,8 @@ def export_onnx(folder: str | os.PathLike, gguf_path: str | os.PathLike | None =
         raise ValueError(f"export_onnx writes SmolLM2-style models (llama family, RMSNorm, SwiGLU, tied "
                          f"embeddings); this file's config is family={config.family!r}, norm={config.norm!r}, "
                          f"ffn={config.ffn!r}, tie_embeddings={config.tie_embeddings}.")
-    model, weights = build_graph(reader, config)
-    return save_files(model, weights, Path(folder), expanded=expanded)[0]
+    model, weights, kernel = build_graph(reader, config)
+    return save_files(model, weights, Path(folder), expanded=expanded, kernel=kernel)[0]
 
 
 def run_onnx(path: str | os.PathLike, ids, session=None, past=None, ablate=(), steer=None,

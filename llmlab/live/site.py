@@ -30,6 +30,7 @@ import numpy as np
 
 from llmlab.live.blocks import smollm2_config, smollm2_gguf_path
 from llmlab.live.export import CONTEXT, LENS_K, MAX_TOKENS, export_onnx
+from llmlab.live.kernel import WASM as KERNEL_WASM
 
 ORT_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 MAX_FILE_BYTES = 50_000_000      # what common static hosts accept comfortably
@@ -110,6 +111,7 @@ def inputs_digest(npm_folder: Path) -> str:
         h.update(source.read_bytes())
     for name in ORT_FILES:
         h.update(hashlib.sha256((npm_folder / name).read_bytes()).digest())
+    h.update(KERNEL_WASM.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -141,6 +143,9 @@ def write_site(folder: str | os.PathLike, npm_folder: str | os.PathLike) -> dict
             size = write_binary_script(staging / script, name, data) if name.endswith(".wasm") else \
                 write_text_script(staging / script, name, data.decode("utf-8"))
             files.append(dict(script=script, key=name, bytes=len(data), script_bytes=size))
+        data = KERNEL_WASM.read_bytes()                            # the decode kernel (llmlab.live.kernel)
+        size = write_binary_script(staging / "decode.wasm.js", "decode.wasm", data)
+        files.append(dict(script="decode.wasm.js", key="decode.wasm", bytes=len(data), script_bytes=size))
         size = write_text_script(staging / "tokenizer.js", "tokenizer", tokenizer_json())
         files.append(dict(script="tokenizer.js", key="tokenizer", bytes=size, script_bytes=size))
         manifest = dict(model="SmolLM2-135M-Instruct (Q4_1 GGUF)", max_tokens=MAX_TOKENS, context=CONTEXT,
