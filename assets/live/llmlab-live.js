@@ -1,4 +1,6 @@
-/* The book's live model: SmolLM2-135M running in this page with onnxruntime-web (one entry point).
+/* The book's live model: SmolLM2-135M running in this page (one entry point). generate() runs the decode
+ * kernel (kernel.js, decode.wasm: the GGUF blocks read directly); run(), what the views call, runs the
+ * exact onnxruntime-web graph, which starts only then (it holds the weights expanded to float32).
  *
  *   await llmlabLive.ready();                    // loads the model (once), resolves when it can run
  *   const r = await llmlabLive.run("The Eiffel Tower is in the city of");
@@ -100,8 +102,10 @@
     var m = await manifest();
     var spec = await ensure("tokenizer");
     var ortSource = await ensure("ort.wasm.min.js"), mjs = await ensure("ort-wasm-simd-threaded.mjs");
+    if (!window.llmlabKernelModule) await loadScript(new URL("kernel.js", liveBase).href);   // the decode kernel's side
     emit({ status: "starting", message: "starting the model's worker" });
-    var source = [ortSource, "\n;\n", String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
+    var source = [ortSource, "\n;\n", String(window.llmlabKernelModule), "\nvar llmlabKernel = llmlabKernelModule();\n",
+                  String(makeTokenizer), "\n;(", String(workerMain), ")();\n"];
     var workerUrl = URL.createObjectURL(new Blob(source, { type: "text/javascript" }));
     worker = new Worker(workerUrl);
     URL.revokeObjectURL(workerUrl);
@@ -118,7 +122,7 @@
       emit({ status: "failed", message: String(event.message || event) });
     };
     var recipe = await ensure("model.expand.json");
-    var big = m.files.filter(function (f) { return /^model\.(onnx|data\.)|\.wasm$/.test(f.key); });
+    var big = m.files.filter(function (f) { return /^model\.(onnx|data\.|norms)|\.wasm$/.test(f.key); });
     var total = big.reduce(function (s, f) { return s + f.script_bytes; }, 0);
     emit({ status: "loading", loaded: 0, total: total, message: "loading the model files" });
     var config = { mjs: mjs, tokenizer: spec, manifest: m, digest: m.digest, recipe: recipe,
@@ -620,7 +624,8 @@
 
   /* ------------------------------------------------------------------ the worker */
   function workerMain() {
-    var session = null, tokenizer = null, vocab = null, cfg = null, dims = null, cancelled = {};
+    var session = null, kernel = null, ortFiles = null, tokenizer = null, vocab = null, cfg = null, dims = null,
+        cancelled = {};
     var queue = Promise.resolve();
     self.llmlabLiveFiles = {};
 
@@ -729,21 +734,37 @@
       handedBytes = {};
       return start(bytes, "page", handedMs);
     }
+    // Ready to write: the decode kernel (decode.wasm, kernel.js) gets the GGUF blocks, copied into its
+    // memory once, and this side lets its copies go. onnxruntime, which the views need (attention, lens,
+    // knock-outs, steering of a run), starts the first time a view runs (views()), so a page that only
+    // writes never holds the float32 weights.
     async function start(bytes, source, filesMs) {
       var t0 = performance.now(), timings = { files_ms: filesMs };
       var stored = source === "indexeddb" ? true : await keep(cfg.digest, bytes);
       timings.store_ms = performance.now() - t0;
+      var t1 = performance.now();
+      kernel = llmlabKernel(bytes["decode.wasm"], cfg.recipe, function (file, start, length) {
+        return length === null ? bytes[file] : bytes[file].subarray(start, start + length);
+      });
+      Object.keys(bytes).forEach(function (key) {
+        if (/^model\.(data\.|norms)|^decode\.wasm$/.test(key)) { release(bytes[key]); bytes[key] = null; }
+      });
+      timings.kernel_ms = performance.now() - t1;
+      ortFiles = { graph: bytes["model.onnx"], runtime: bytes["ort-wasm-simd-threaded.wasm"] };
+      return { vocab: vocab, source: source, stored: stored, timings: timings };
+    }
+    async function views() {
+      if (session) return session;
       var ort = self.ort;
       ort.env.wasm.numThreads = 1;
       ort.env.wasm.proxy = false;
       ort.env.wasm.wasmPaths = { mjs: URL.createObjectURL(new Blob([cfg.mjs], { type: "text/javascript" })) };
-      ort.env.wasm.wasmBinary = bytes["ort-wasm-simd-threaded.wasm"];
+      ort.env.wasm.wasmBinary = ortFiles.runtime;
       // The float32 weights are never whole in this worker's memory: onnxruntime copies each
       // initializer into its own (WebAssembly) memory by asking the mounted file for that tensor's
-      // byte range, and the range is expanded from the quantized blocks at that moment (see LazyWeights).
-      var weights = new LazyWeights(cfg.recipe, bytes);
-      var t1 = performance.now();
-      session = await ort.InferenceSession.create(bytes["model.onnx"], {
+      // byte range, and the range is expanded from the kernel's blocks at that moment (see LazyWeights).
+      var weights = new LazyWeights(cfg.recipe, kernel);
+      var made = await ort.InferenceSession.create(ortFiles.graph, {
         executionProviders: ["wasm"], graphOptimizationLevel: "basic",
         externalData: [{ path: cfg.recipe.file, data: weights }],
         extra: { session: { disable_prepacking: "1" } }      // no second, repacked copy of the 540 MB
@@ -753,17 +774,12 @@
                         cfg.recipe.bytes + ": it no longer reads external data by byte ranges (its version is pinned " +
                         "in web/package.json; see LazyWeights in llmlab-live.js).");
       }
-      timings.expand_ms = weights.ms;
       release(weights.scratch);
       weights.scratch = null;
-      // Copied now: the blocks (each file given back as its last weight was copied) and the runtime's
-      // binary, which onnxruntime compiled when it started.
-      Object.keys(bytes).forEach(function (key) {
-        if (/^model\.data\.|\.wasm$/.test(key)) { release(bytes[key]); bytes[key] = null; }
-      });
-      ort.env.wasm.wasmBinary = undefined;
-      timings.session_ms = performance.now() - t1;
-      return { vocab: vocab, source: source, stored: stored, timings: timings };
+      ort.env.wasm.wasmBinary = undefined;             // compiled by now
+      ortFiles = null;
+      session = made;
+      return session;
     }
 
     // The float32 weights from the GGUF's blocks (llmlab.live.export.expand_blocks): Q4_1 blocks of 20
@@ -771,7 +787,7 @@
     // blocks of 34 bytes (d, then 32 int8) give d * q. Both exact as in numpy. One weight w of the recipe,
     // written transposed, (cols, rows): element (n, k) of w at k * rows + n.
     var HALF = null;
-    function expandWeight(w, bytes, w32) {
+    function expandWeight(w, src, w32) {
       if (!HALF) {
         HALF = new Float32Array(65536);
         for (var h = 0; h < 65536; h++) {
@@ -780,7 +796,7 @@
                                                                      : sign * (1 + f / 1024) * Math.pow(2, e - 15);
         }
       }
-      var half = HALF, src = bytes[w.file], N = w.rows, nb = w.cols / 32, n, kb, j, base = w.start, d, m, x, at;
+      var half = HALF, N = w.rows, nb = w.cols / 32, n, kb, j, base = 0, d, m, x, at;
       for (n = 0; n < N; n++) {
         for (kb = 0; kb < nb; kb++) {
           at = kb * 32 * N + n;
@@ -804,35 +820,26 @@
     // weights.f32 as onnxruntime-web mounts it, without its 540 MB ever being whole in JavaScript. The
     // runtime (1.30, pinned) looks up the mounted file, checks byteLength, and copies each initializer with
     // HEAPU8.set(file.subarray(offset, offset + length)) at once: this byte array answers subarray by
-    // expanding the weight that range covers into one reused buffer (as large as the largest weight: a
-    // 7 MB slice of the embedding), so the page's memory holds the runtime's copy and the quantized
-    // blocks, not twice the weights, and expanding leaves no garbage behind. A file of blocks is given
-    // back as soon as its last weight is copied.
+    // expanding the weight that range covers, from the blocks the decode kernel holds, into one reused
+    // buffer (as large as the largest weight: a 7 MB slice of the embedding), so the page's memory holds
+    // the runtime's copy and the quantized blocks, not twice the weights, and expanding leaves no garbage.
     class LazyWeights extends Uint8Array {
-      constructor(recipe, bytes) {
+      constructor(recipe, kernel) {
         super(0);
         this.recipe = recipe;
-        this.files = bytes;
+        this.kernel = kernel;
         this.copied = 0;
         this.ms = 0;
         this.scratch = new Float32Array(Math.max.apply(null, recipe.weights.map(function (w) { return w.rows * w.cols; })));
-        this.left = {};                       // weights not yet copied, per file of blocks
-        recipe.weights.forEach(function (w) { this.left[w.file] = (this.left[w.file] || 0) + 1; }, this);
       }
       get byteLength() { return this.recipe.bytes; }
       get length() { return this.recipe.bytes; }
       subarray(begin, end) {
-        var t0 = performance.now(), files = this.files, scratch = this.scratch, out = null, lazy = this;
+        var t0 = performance.now(), kernel = this.kernel, scratch = this.scratch, out = null;
         this.recipe.weights.forEach(function (w) {
           var lo = Math.max(begin, w.offset), hi = Math.min(end, w.offset + w.rows * w.cols * 4);
           if (lo >= hi) return;
-          if (!files[w.file]) {
-            throw new Error("onnxruntime-web read the weight " + w.name + " a second time, after its blocks were given " +
-                            "back: it no longer reads each initializer once (its version is pinned in web/package.json; " +
-                            "see LazyWeights in llmlab-live.js).");
-          }
-          var expanded = expandWeight(w, files, scratch);
-          if (--lazy.left[w.file] === 0) { release(files[w.file]); files[w.file] = null; }   // every weight of it copied
+          var expanded = expandWeight(w, kernel.blocks(w), scratch);
           if (lo === begin && hi === end) { out = expanded.subarray(lo - w.offset, hi - w.offset); return; }  // the usual case
           out = out || new Uint8Array(end - begin);
           out.set(expanded.subarray(lo - w.offset, hi - w.offset), lo - begin);
@@ -907,6 +914,7 @@
       var rows = [d.L * T + T - 1];
       for (var layer = 0; layer <= d.L; layer++) positions.forEach(function (p) { rows.push(layer * T + p); });
       var t0 = performance.now();
+      await views();
       var out = await forward(ids, null, m.headMask, m.steer, m.attention ? T : 0, rows, m.target);
       var ms = performance.now() - t0;
       var logits = out.logits.data, probs = softmax(logits), k = out.lens_ids.dims[1], n = positions.length;
@@ -1013,6 +1021,16 @@
       tokenizer.specialIds.forEach(function (text, id) { if (text === name) found = id; });
       return found;
     }
+    // A text's tokens through the decode kernel from position 0, at most kernel.maxTokens at a time:
+    // the last token's logits, and the cache filled.
+    function feed(ids) {
+      var logits = null;
+      for (var at = 0; at < ids.length; at += kernel.maxTokens) {
+        release(logits);
+        logits = kernel.forward(ids.slice(at, at + kernel.maxTokens), at);
+      }
+      return logits;
+    }
     async function generate(m) {
       var d = dims;
       var text = m.chat ? "<|im_start|>system\n" + CHAT_SYSTEM + "<|im_end|>\n<|im_start|>user\n" + m.prompt +
@@ -1028,11 +1046,12 @@
       var seen = new Uint8Array(d.V);
       ids.forEach(function (id) { seen[id] = 1; });
       var all = ids.slice(), written = [], steps = [], stopped = "length", text_ = "", shownText = "";
+      kernel.interventions(m.headMask, m.steer);
       var t0 = performance.now();
-      var out = await forward(ids, null, m.headMask, m.steer, 0, [d.L * ids.length + ids.length - 1], 0);
+      var logits = feed(ids);
       var prefillMs = performance.now() - t0, stepMs = prefillMs;
       for (var step = 0; step < m.maxNewTokens; step++) {
-        var c = choose(out.logits.data, m, random, seen);
+        var c = choose(logits, m, random, seen);
         all.push(c.id);
         seen[c.id] = 1;
         var done = eos.indexOf(c.id) >= 0;
@@ -1054,16 +1073,15 @@
         if (step === m.maxNewTokens - 1) break;
         await breathe();
         if (cancelled[m.id]) { stopped = "aborted"; break; }
-        var t1 = performance.now(), before = out;
-        out = m.cache
-          ? await forward([c.id], { keys: out.present_keys, values: out.present_values }, m.headMask, m.steer, 0, [d.L], 0)
-          : await forward(all, null, m.headMask, m.steer, 0, [d.L * all.length + all.length - 1], 0);
-        releaseOutputs(before);         // the last step's cache and logits, read by now: given back at once
+        var t1 = performance.now(), before = logits;
+        // with the cache: the new token alone, after the all.length - 1 cached ones; without: every token again
+        logits = m.cache ? kernel.forward([c.id], all.length - 1) : feed(all);
+        release(before);                // the last step's logits, read by now: given back at once
         stepMs = performance.now() - t1;
         steps.push(stepMs);
       }
       delete cancelled[m.id];
-      releaseOutputs(out);
+      release(logits);
       var mean = steps.length ? steps.reduce(function (a, b) { return a + b; }, 0) / steps.length : null;
       var newIds = all.slice(ids.length);
       return { promptIds: ids, ids: newIds, tokens: newIds.map(function (id) { return vocab[id]; }), text: text_, stopped: stopped,
