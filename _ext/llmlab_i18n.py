@@ -289,6 +289,17 @@ class ChineseCode(SphinxTransform):
                     if new != block.astext():
                         block.rawsource = new
                         block.children = [nodes.Text(new)]
+                if part.get("nb_element") == "cell_code_output" and entries:
+                    for raw in part.findall(nodes.raw):       # a table shown as HTML (a view carries a script)
+                        text = raw.astext()
+                        if raw.get("format") == "html" and "<table" in text and "<script" not in text:
+                            new = TABLE_TEXT.sub(lambda m: ">" + translate_printed(m.group(1), entries.get) + "<", text)
+                            if new != text:
+                                raw.rawsource = new
+                                raw.children = [nodes.Text(new)]
+
+
+TABLE_TEXT = re.compile(r">([^<>]*[A-Za-z]{2,}[^<>]*)<")     # the text between a table's tags
 
 
 PLOT_NAME = re.compile(r"^[0-9a-f]{64}\.png$")     # MyST-NB names an output image by the hash of its bytes

@@ -359,8 +359,11 @@ def code_comments(source: str) -> list[str]:
 
 
 def printed_lines(cell) -> list[str]:
-    """The lines a cell's outputs show as text (streams, and plain-text results that have no richer
-    form), as templates, for the lines with English words; none for a cell that calls check()."""
+    """The lines a cell's outputs show as text (streams, plain-text results that have no richer form, the
+    cells of an HTML table), as templates, for the lines with English words; none for a cell that calls
+    check()."""
+    import html
+
     from llmlab.visualization.figure_language import needs_words, template
 
     if "check(" in cell.source:
@@ -374,6 +377,10 @@ def printed_lines(cell) -> list[str]:
             if "text/plain" in data and not any(k.startswith(("image/", "text/html", "text/markdown",
                                                               "application/")) for k in data):
                 texts.append(data["text/plain"])
+    for output in cell.get("outputs", []):        # a table shown as HTML (not a view: views carry a script)
+        table = output.get("data", {}).get("text/html", "")
+        if "<table" in table and "<script" not in table:
+            texts += [html.unescape(t) for t in TABLE_TEXT.findall(table)]
     lines = []
     for text in texts:
         for line in text.splitlines():
@@ -382,6 +389,9 @@ def printed_lines(cell) -> list[str]:
                 if key not in lines:
                     lines.append(key)
     return lines
+
+
+TABLE_TEXT = re.compile(r">([^<>]*[A-Za-z]{2,}[^<>]*)<")     # the text between a table's tags
 
 
 def executed_notebook(notebook: Path):

@@ -84,13 +84,33 @@ def chinese_diagrams(source: str, table: dict[str, str]) -> str:
 LANGUAGE_LINE = 'os.environ.setdefault("LLMLAB_LANGUAGE", "zh_CN")   # llmlab\'s checks answer in Chinese'
 
 
+def comment_translations(page: str) -> dict[str, str]:
+    """The page's code catalog (locales/zh_CN/LC_MESSAGES/code/<page>.po): comment -> its Chinese text."""
+    sys.path.insert(0, str(ROOT))
+    from llmlab.exercises.messages import read_po
+
+    po = CATALOGS.parent / "code" / "chapters" / f"{Path(page).name}.po" if page.startswith("chapters/") else None
+    return read_po(po.read_text(encoding="utf-8")) if po is not None and po.exists() else {}
+
+
+def translate_code(source: str, comments: dict[str, str]) -> str:
+    """A code cell with its comments in Chinese (the code itself unchanged), as the Chinese page shows it."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from llmlab_i18n import translate_comments
+
+    return translate_comments(source, comments.get) if comments else source
+
+
 def chinese_notebook(path: Path, page: str) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     out = copy.deepcopy(nb)
     table = translations(page)
+    comments = comment_translations(page)
     for cell in out.cells:
         if cell.cell_type == "markdown":
             cell.source = chinese_diagrams(translate_markdown(cell.source, table), table)
+        elif cell.cell_type == "code" and "colab-setup" not in cell.get("metadata", {}).get("tags", []):
+            cell.source = translate_code(cell.source, comments)
         elif "colab-setup" in cell.get("metadata", {}).get("tags", []):
             lines = cell.source.split("\n")
             at = next((i + 1 for i, line in enumerate(lines) if line.startswith("import os")), None)
