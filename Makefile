@@ -19,6 +19,11 @@ export OMP_WAIT_POLICY
 LLMLAB_BANDWIDTH_FILE ?= $(CURDIR)/_build/bandwidth.json
 export LLMLAB_BANDWIDTH_FILE
 
+# Each figure a page shows is kept here (pickled, named by its English image), and the Chinese site draws
+# it again with Chinese words (llmlab/visualization/figure_language.py): the same execution, two languages.
+LLMLAB_FIGURE_COPIES ?= $(CURDIR)/_build/figure_copies
+export LLMLAB_FIGURE_COPIES
+
 .PHONY: book test env models fonts figures glossary live browser benchmarks gpu clean
 
 book: env models fonts figures glossary live

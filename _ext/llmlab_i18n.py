@@ -15,6 +15,7 @@ translation does not do:
 """
 from __future__ import annotations
 
+import html as html_lib
 import re
 from html import escape
 from os import path
@@ -23,6 +24,7 @@ from docutils import nodes
 from sphinx import addnodes
 from sphinx.locale import init as init_locale
 from sphinx.transforms import SphinxTransform
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util.i18n import docname_to_domain
 
 # language code -> (the name readers look for, the hreflang value, the site's folder under _build/html)
@@ -289,17 +291,53 @@ class ChineseCode(SphinxTransform):
                     if new != block.astext():
                         block.rawsource = new
                         block.children = [nodes.Text(new)]
-                if part.get("nb_element") == "cell_code_output" and entries:
-                    for raw in part.findall(nodes.raw):       # a table shown as HTML (a view carries a script)
-                        text = raw.astext()
-                        if raw.get("format") == "html" and "<table" in text and "<script" not in text:
-                            new = TABLE_TEXT.sub(lambda m: ">" + translate_printed(m.group(1), entries.get) + "<", text)
-                            if new != text:
-                                raw.rawsource = new
-                                raw.children = [nodes.Text(new)]
+                if part.get("nb_element") != "cell_code_output":
+                    continue
+                for raw in part.findall(nodes.raw):
+                    text = raw.astext()
+                    if raw.get("format") != "html" or "<script" in text:     # a view carries a script
+                        continue
+                    if "check(" in source:           # check()'s verdict: its words from llmlab's catalog
+                        new = HTML_TEXT.sub(lambda m: ">" + escape(translate(html_lib.unescape(m.group(1)), language),
+                                                                   quote=False) + "<", text)
+                    elif "<table" in text and entries:    # a table shown as HTML
+                        new = TABLE_TEXT.sub(lambda m: ">" + translate_printed(m.group(1), entries.get) + "<", text)
+                    else:
+                        continue
+                    if new != text:
+                        raw.rawsource = new
+                        raw.children = [nodes.Text(new)]
+
+
+class ExerciseTitlesInSolutions(SphinxPostTransform):
+    """A solution's title repeats its exercise's title, "Solution to Exercise 1.2 (Count an ...)", which
+    sphinx-exercise writes from the English title it stored when the page was read: put the page's
+    translation in place there too. Runs after sphinx-exercise resolves those titles (priority 21)."""
+    default_priority = 900
+
+    def run(self, **kwargs):
+        language = _language(self.app)
+        if language == "en":
+            return
+        from sphinx_exercise.nodes import solution_node, solution_start_node
+
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        if not has_catalog:
+            return
+        solutions = [n for n in self.document.findall(nodes.Element) if isinstance(n, (solution_node, solution_start_node))]
+        for title in [t for n in solutions for t in n.children[:1] if isinstance(t, nodes.title)]:
+            for text in list(title.findall(nodes.Text)):
+                new = catalog.gettext(str(text)) if str(text).strip() else str(text)      # " (", title, ")"
+                new = PARENTHESIS.sub(lambda m: "(" + catalog.gettext(m.group(1)) + ")", new)
+                if new != str(text):
+                    text.parent.replace(text, nodes.Text(new))
 
 
 TABLE_TEXT = re.compile(r">([^<>]*[A-Za-z]{2,}[^<>]*)<")     # the text between a table's tags
+HTML_TEXT = re.compile(r">([^<>]*[A-Za-z]{2,}[^<>]*)<")
+PARENTHESIS = re.compile(r"\(([^()]+)\)")
 
 
 PLOT_NAME = re.compile(r"^[0-9a-f]{64}\.png$")     # MyST-NB names an output image by the hash of its bytes
@@ -431,6 +469,7 @@ def setup(app):
     app.add_transform(Diagrams)
     app.add_transform(ChineseFigures)
     app.add_transform(ChineseCode)
+    app.add_post_transform(ExerciseTitlesInSolutions)
     app.connect("html-page-context", add_language_switch)
     app.connect("build-finished", translate_views)
     app.connect("html-page-context", chinese_colab_buttons, priority=503)   # after llmlab_site (502)

@@ -89,8 +89,8 @@ def comment_translations(page: str) -> dict[str, str]:
     sys.path.insert(0, str(ROOT))
     from llmlab.exercises.messages import read_po
 
-    po = CATALOGS.parent / "code" / "chapters" / f"{Path(page).name}.po" if page.startswith("chapters/") else None
-    return read_po(po.read_text(encoding="utf-8")) if po is not None and po.exists() else {}
+    po = CATALOGS.parent / "code" / "chapters" / f"{page}.po"
+    return read_po(po.read_text(encoding="utf-8")) if po.exists() else {}
 
 
 def translate_code(source: str, comments: dict[str, str]) -> str:

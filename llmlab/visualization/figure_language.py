@@ -168,10 +168,11 @@ def draw_in_language(fig, language: str) -> bytes:
 
 
 def keep_for_translation(fig, shown: bytes, folder: str | Path) -> Path:
-    """The build's copy of a figure the English page shows: NAME.pickle (the figure, drawn again with
-    the Chinese words when the Chinese site is built) and NAME.json (the entries it needs), NAME being
-    the hash of the English PNG, which is also the name of the page's image file. A figure that cannot
-    be pickled (a lambda in its formatter) is drawn in Chinese now: NAME.zh_CN.png."""
+    """The build's copy of a figure the English page shows: NAME.zh_CN.png (drawn now with the figure
+    catalog's words), NAME.pickle (the figure itself, so that the Chinese site can draw it again when the
+    catalog changed since: a figure that cannot be pickled, a lambda in its formatter, keeps its drawing)
+    and NAME.json (the entries it needs); NAME is the hash of the English PNG, which is also the name of
+    the page's image file."""
     import hashlib
     import json
     import pickle
@@ -184,12 +185,14 @@ def keep_for_translation(fig, shown: bytes, folder: str | Path) -> Path:
     try:
         (folder / f"{name}.pickle").write_bytes(pickle.dumps(fig))
     except Exception:
-        (folder / f"{name}.zh_CN.png").write_bytes(draw_in_language(fig, "zh_CN"))
+        pass
+    (folder / f"{name}.zh_CN.png").write_bytes(draw_in_language(fig, "zh_CN"))
     return folder / name
 
 
 def draw_kept(folder: str | Path, language: str = "zh_CN") -> int:
-    """Draw every kept figure of the folder in `language` (NAME.<language>.png); the number drawn."""
+    """Draw again, in `language`, each kept figure whose drawing (NAME.<language>.png) is missing or older
+    than the figure catalog (a translation changed after the pages ran); the number drawn."""
     import pickle
 
     import matplotlib
@@ -199,9 +202,14 @@ def draw_kept(folder: str | Path, language: str = "zh_CN") -> int:
 
     catalog.cache_clear()
     count = 0
+    words = catalog_path(language)
+    changed = words.stat().st_mtime if words.exists() else 0.0
     for kept in sorted(Path(folder).glob("*.pickle")):
+        drawing = kept.with_name(f"{kept.stem}.{language}.png")
+        if drawing.exists() and drawing.stat().st_mtime >= changed:
+            continue
         fig = pickle.loads(kept.read_bytes())
-        kept.with_name(f"{kept.stem}.{language}.png").write_bytes(draw_in_language(fig, language))
+        drawing.write_bytes(draw_in_language(fig, language))
         plt.close(fig)
         count += 1
     return count
