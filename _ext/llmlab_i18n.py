@@ -73,6 +73,10 @@ def add_language_switch(app, pagename, templatename, context, doctree):
     if left:
         notice = (f'<div class="admonition warning llmlab-untranslated"><p>本页还有 {left} 段尚未译成中文，'
                   f'暂以英文显示。</p></div>\n')
+    if here == "zh_CN" and "cell_input" in context.get("body", ""):
+        # the code is the code that ran: its comments and what it printed are translated, its strings are not
+        notice += ('<p class="llmlab-zh-code-note">说明：代码保持原样，其中的注释、程序输出和图中的文字已译成中文；'
+                   '代码里 print 的字符串仍是英文，所以你自己运行时看到的输出是英文的。</p>\n')
     context["body"] = (f'<nav class="llmlab-lang" aria-label="{label}">{" · ".join(links)}</nav>\n'
                        + notice + context.get("body", ""))
 
@@ -272,9 +276,15 @@ class ChineseCode(SphinxTransform):
         if path.exists(po):
             with open(po, encoding="utf-8") as f:
                 entries = read_po(f.read())
+        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
+        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
+        page_catalog, _ = init_locale(dirs, self.config.language, domain)
         for cell in self.document.findall(nodes.container):
             if cell.get("nb_element") != "cell_code":
                 continue
+            for key, default in (("prompt_show", "展开"), ("prompt_hide", "收起")):
+                if cell.get(key):          # a folded cell's toggle: the book's default, or the cell's own words
+                    cell[key] = default if "{type}" in cell[key] else page_catalog.gettext(cell[key])
             source = ""
             for part in cell.children:
                 if not isinstance(part, nodes.container):

@@ -68,6 +68,25 @@ def plot_alt_texts(notebook: Path) -> list[str]:
     return alts
 
 
+PROMPT_COMMENT = "the toggle of a folded code cell"
+
+
+def code_prompts(notebook: Path) -> list[str]:
+    """The words a notebook's folded code cells show on their toggle ("Show the plotting code"), where a
+    cell sets its own (metadata mystnb.code_prompt_show / code_prompt_hide); the Chinese pages translate them."""
+    if not notebook.exists():
+        return []
+    import nbformat
+
+    prompts = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        own = cell.get("metadata", {}).get("mystnb", {})
+        for key in ("code_prompt_show", "code_prompt_hide"):
+            if cell.cell_type == "code" and own.get(key) and own[key] not in prompts:
+                prompts.append(own[key])
+    return prompts
+
+
 EXERCISE_TITLE = re.compile(r"^\s*(?:`{3,}|:{3,})\{exercise(?:-start)?\}[ \t]+(.+?)\s*$", re.M)
 EXERCISE_COMMENT = "title of an exercise"
 
@@ -136,6 +155,9 @@ def update_catalogs(templates: Path, only: list[str] | None = None) -> list[str]
         for title in exercise_titles(ROOT / page.with_suffix(".ipynb")):
             if title not in template:
                 template.add(title, auto_comments=[EXERCISE_COMMENT])
+        for prompt in code_prompts(ROOT / page.with_suffix(".ipynb")):
+            if prompt not in template:
+                template.add(prompt, auto_comments=[PROMPT_COMMENT])
         po = CATALOGS / page.with_suffix(".po")
         views = view_texts(page.as_posix())
         if views is None and po.exists():      # not built: keep the view texts the catalog has

@@ -90,7 +90,8 @@ def test_chinese_pages_show_their_plots_drawn_in_chinese():
 
 
 def test_chinese_pages_show_exercise_titles_and_check_messages_in_chinese():
-    """No exercise keeps its English title, and no check() result reads "well done" on a Chinese page."""
+    """No exercise keeps its English title, no check() result reads "well done", and no folded cell's
+    toggle says "Show code cell source" on a Chinese page."""
     problems = []
     for page in lessons_and_labs():
         notebook = ROOT / f"{page}.ipynb"
@@ -106,6 +107,13 @@ def test_chinese_pages_show_exercise_titles_and_check_messages_in_chinese():
                 problems.append(f"{page}: exercise title {title!r} in English")
         if "well done:" in text:
             problems.append(f"{page}: a check message in English ('well done: ...')")
+        if "Show code cell" in text or "Hide code cell" in text:
+            problems.append(f"{page}: a folded cell's toggle in English ('Show code cell ...')")
+        for prompt in book_i18n.code_prompts(notebook):
+            from html import escape
+
+            if f">{escape(prompt, quote=False)}<" in text:
+                problems.append(f"{page}: a folded cell's toggle in English ({prompt!r})")
     assert not problems, "\n".join(problems)
 
 
