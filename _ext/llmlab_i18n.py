@@ -305,9 +305,13 @@ class ChineseCode(SphinxTransform):
                     continue
                 for raw in part.findall(nodes.raw):
                     text = raw.astext()
-                    if raw.get("format") != "html" or "<script" in text:     # a view carries a script
+                    if raw.get("format") != "html":
                         continue
-                    if "check(" in source:           # check()'s verdict: its words from llmlab's catalog
+                    if "llmlab-view" in text or "llmlab-note" in text:   # a view: its text before its script runs
+                        new = translate_view_html(text)
+                    elif "<script" in text:
+                        continue
+                    elif "check(" in source:           # check()'s verdict: its words from llmlab's catalog
                         new = HTML_TEXT.sub(lambda m: ">" + escape(translate(html_lib.unescape(m.group(1)), language),
                                                                    quote=False) + "<", text)
                     elif "<table" in text and entries:    # a table shown as HTML
@@ -317,6 +321,63 @@ class ChineseCode(SphinxTransform):
                     if new != text:
                         raw.rawsource = new
                         raw.children = [nodes.Text(new)]
+
+
+_JS_STRING = r"'((?:[^'\\]|\\.)*)'"
+ZH_ENTRY = re.compile(_JS_STRING + r"\s*:\s*" + _JS_STRING)
+JS_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+
+
+def _js_unescape(text: str) -> str:
+    simple = {"n": "\n", "t": "\t"}
+    return JS_ESCAPE.sub(lambda m: chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "u" and len(m.group(1)) == 5
+                         else simple.get(m.group(1), m.group(1)), text)
+
+
+_view_words: dict | None = None
+
+
+def view_words() -> list[tuple[re.Pattern, str]]:
+    """The views' own Chinese texts (llmlab/visualization/assets/zh.js, English -> Chinese, {name} fields), as
+    patterns for the text a view writes into the page before its script runs (what a reader without
+    scripts, or a text extraction, sees)."""
+    global _view_words
+    if _view_words is None:
+        from llmlab.visualization import html as views_html
+
+        source = (path.join(path.dirname(views_html.__file__), "assets", "zh.js"))
+        with open(source, encoding="utf-8") as f:
+            pairs = [(_js_unescape(a), _js_unescape(b)) for a, b in ZH_ENTRY.findall(f.read())]
+        entries = []
+        for english, chinese in sorted(pairs, key=lambda p: -len(p[0])):
+            if len(english) < 4 or not re.search(r"[A-Za-z]{2,}", english):
+                continue
+            pattern = re.escape(html_lib.escape(english, quote=False))
+            pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^<]+?)", pattern)
+            try:
+                entries.append((re.compile(f"(?<=>){pattern}(?=<)"), chinese))
+            except re.error:
+                continue
+        _view_words = entries
+    return _view_words
+
+
+SAMPLING_READOUT = re.compile(r"(?<=>)(?P<prompt>(?:&quot;|\")[^<]*?(?:&quot;|\")) → next token "
+                              r"\((?P<kept>[\d,]+) of (?P<vocab>[\d,]+) tokens can be drawn\)(?=<)")
+
+
+def translate_view_html(text: str) -> str:
+    """A view's HTML with each text between tags that the views' dictionary lists in Chinese (scripts untouched)."""
+    parts = re.split(r"(<script\b.*?</script>)", text, flags=re.S)
+    for i in range(0, len(parts), 2):
+        # the sampling view's readout as the page writes it (its script writes it on two lines instead)
+        parts[i] = SAMPLING_READOUT.sub(lambda m: f"{m['prompt']} → 下一个词元（{m['vocab']} 个词元中有 {m['kept']} 个可能被抽中）",
+                                        parts[i])
+        for pattern, chinese in view_words():
+            parts[i] = pattern.sub(lambda m: html_lib.escape(
+                re.sub(r"\{(\w+)\}", lambda f: html_lib.unescape(m.groupdict().get(f.group(1), f.group(0))), chinese),
+                quote=False), parts[i])
+    return "".join(parts)
 
 
 class ExerciseTitlesInSolutions(SphinxPostTransform):

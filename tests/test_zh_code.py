@@ -143,3 +143,29 @@ def test_the_figure_words_are_taken_from_the_figure(monkeypatch):
     fl.draw_in_language(fig, "zh_CN")
     assert "第 12 块之后：0.93" in seen[0] and "Knocking out one FFN at a time (grey: each prompt)" in seen[0]
     assert ax.get_xlabel() == "after block 12: 0.93" and real_render(fig) == english
+
+
+VIEW_ENGLISH = ("tokens can be drawn", ">attention weight<", ">query \\ key<", "In the built book, this box")
+
+
+def test_views_write_chinese_into_chinese_pages_before_their_scripts_run():
+    """A view writes its readout into the page as text (what a reader sees before the script runs, or
+    without scripts); on a Chinese page that text comes from the views' own dictionary (zh.js)."""
+    left = []
+    for page in sorted(ZH.glob("chapters/*.html")):
+        text = page.read_text(encoding="utf-8")
+        body = re.sub(r"<script\b.*?</script>", "", text, flags=re.S)
+        left += [f"{page.name}: {words!r}" for words in VIEW_ENGLISH if words in body]
+    assert not left, "English view text on Chinese pages: " + "; ".join(left[:10])
+
+
+def test_the_view_dictionary_translates_a_readout():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from llmlab_i18n import translate_view_html
+
+    html = ('<div class="llmlab-view"><span>attention weight</span><div>all other 49,137 tokens</div>'
+            '<script>var s = "attention weight";</script></div>')
+    out = translate_view_html(html)
+    assert "注意力权重" in out and "其余 49,137 个词元" in out and 'var s = "attention weight"' in out
