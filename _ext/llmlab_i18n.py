@@ -366,11 +366,18 @@ SAMPLING_READOUT = re.compile(r"(?<=>)(?P<prompt>(?:&quot;|\")[^<]*?(?:&quot;|\"
                               r"\((?P<kept>[\d,]+) of (?P<vocab>[\d,]+) tokens can be drawn\)(?=<)")
 
 
+# the writing box's note (its code tag splits it for the dictionary's text-by-text lookup)
+WRITE_NOTE = ("In the built book, this box lets SmolLM2-135M write in your browser. "
+              "In Python, use <code>llmlab.generate</code>.")
+WRITE_NOTE_ZH = "在网页版的书中，这个框让 SmolLM2-135M 在你的浏览器里生成文本；在 Python 中请用 <code>llmlab.generate</code>。"
+
+
 def translate_view_html(text: str) -> str:
     """A view's HTML with each text between tags that the views' dictionary lists in Chinese (scripts untouched)."""
     parts = re.split(r"(<script\b.*?</script>)", text, flags=re.S)
     for i in range(0, len(parts), 2):
         # the sampling view's readout as the page writes it (its script writes it on two lines instead)
+        parts[i] = parts[i].replace(WRITE_NOTE, WRITE_NOTE_ZH)
         parts[i] = SAMPLING_READOUT.sub(lambda m: f"{m['prompt']} → 下一个词元（{m['vocab']} 个词元中有 {m['kept']} 个可能被抽中）",
                                         parts[i])
         for pattern, chinese in view_words():
