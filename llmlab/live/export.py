@@ -3,25 +3,19 @@
 The graph is written node by node from llmlab's ModelConfig, one block at a time, in the same
 order as ``llmlab.block`` (RMSNorm, attention with RoPE and grouped queries, RMSNorm, SwiGLU).
 
-How the weights stay small *and* exact: the site ships the GGUF's own quantized blocks, and the
-page expands them to float32 with the same arithmetic as llmlab's loader (gguf.quants); the graph
-then multiplies by ordinary float32 matrices (MatMul, by w^T stored as it is read). The graph
-file names each weight as an external float32 tensor of one file, weights.f32, that the site does
-not ship: `model.expand.json` says which quantized blocks make which bytes of it. The page's worker
-expands one weight at a time, when onnxruntime reads that byte range, into one reused buffer, so the
-whole file never exists in the page (`expand_weights` here writes it whole, for onnxruntime in Python). (onnxruntime-web's
-4-bit ``MatMulNBits`` would keep the weights small in memory, but on WebAssembly it expands them
-again on every call, which costs as much as a whole prompt for each written token; folding the
-expansion into the graph at load makes the page's memory pass 4 GB.)
+How the weights stay small *and* exact: the site ships the GGUF's own quantized blocks, and the page expands
+them to float32 with the same arithmetic as llmlab's loader (gguf.quants); the graph then multiplies by
+ordinary float32 matrices (MatMul, by w^T stored as it is read). The graph names each weight as an external
+float32 tensor of one file, weights.f32, that the site does not ship: `model.expand.json` says which
+quantized blocks make which bytes of it. The page's worker expands one weight at a time, when onnxruntime
+reads that byte range, into one reused buffer (`expand_weights` here writes the whole file, for onnxruntime
+in Python). (onnxruntime-web's 4-bit ``MatMulNBits`` re-expands them on every call on WebAssembly.)
 
-- Q4_1 linears (every W_q, W_k, W_v, W_o and FFN matrix): blocks of 20 bytes per 32 weights, a
-  scale d and a minimum m (float16) and 16 bytes of 4-bit q (element j in the low nibble of byte j,
-  element j + 16 in its high nibble): w = d * q + m.
-- The Q8_0 token embedding (tied to the LM head): blocks of 34 bytes, d (float16) and 32 int8 q:
-  w = d * q. The float32 table serves the embedding (Gather) and the LM head (MatMul); it is stored in
-  16 slices of the vocabulary, so that the page expands 7 MB at a time, not 113 MB.
-- llama.cpp's permuted rows of W_q and W_k are put back (``llmlab.gguf.unpermute_qk``): whole
-  rows of blocks move, no number changes.
+- Q4_1 linears (every W_q, W_k, W_v, W_o and FFN matrix): blocks of 20 bytes per 32 weights, a scale d and
+  a minimum m (float16), 16 bytes of 4-bit q (element j in byte j's low nibble, j + 16 in its high): w = d*q + m.
+- The Q8_0 token embedding (tied to the LM head): 34-byte blocks, d (float16) and 32 int8 q: w = d * q. The
+  float32 table serves the embedding (Gather) and the LM head (MatMul), in 16 slices (7 MB each, not 113).
+- llama.cpp's permuted rows of W_q and W_k are put back (``llmlab.gguf.unpermute_qk``).
 
     path = export_onnx("/tmp/live")                  # model.onnx, model.data.0, ..., model.expand.json, weights.f32
     out = run_onnx(path, [504, 3458, 314])           # dict of numpy arrays, names in LIVE_OUTPUTS
