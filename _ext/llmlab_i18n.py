@@ -51,6 +51,13 @@ def twin_href(pagename: str, here: str, there: str) -> str:
     return f"{to_root}{LANGUAGES[there][2]}{pagename}.html"
 
 
+def page_catalog(env):
+    """The gettext catalog of the page being read, in the build's language: (catalog, whether it exists)."""
+    domain = docname_to_domain(env.docname, env.config.gettext_compact)
+    dirs = [path.join(env.srcdir, d) for d in env.config.locale_dirs]
+    return init_locale(dirs, env.config.language, domain)
+
+
 def add_language_switch(app, pagename, templatename, context, doctree):
     if app.builder.format != "html" or doctree is None:
         return
@@ -105,9 +112,7 @@ class TranslateToctreeCaptions(SphinxTransform):
     def apply(self, **kwargs):
         if _language(self.app) == "en":
             return
-        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        catalog, has_catalog = page_catalog(self.env)
         if not has_catalog:
             return
         for node in self.document.findall(addnodes.toctree):
@@ -176,9 +181,7 @@ class Diagrams(SphinxTransform):
         language = _language(self.app)
         catalog, has_catalog = None, False
         if language != "en":
-            domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-            dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-            catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+            catalog, has_catalog = page_catalog(self.env)
         suffix = ".svg" if language == "en" else f".{language}.svg"
         for node in self.document.findall(nodes.image):
             name = node.get("title") or path.basename(node.get("uri", ""))
@@ -205,9 +208,7 @@ class ExerciseTitles(SphinxTransform):
         language = _language(self.app)
         if language == "en":
             return
-        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        catalog, has_catalog = page_catalog(self.env)
         if not has_catalog:
             return
         for node in self.document.findall(exercise_subtitle):
@@ -276,15 +277,13 @@ class ChineseCode(SphinxTransform):
         if path.exists(po):
             with open(po, encoding="utf-8") as f:
                 entries = read_po(f.read())
-        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-        page_catalog, _ = init_locale(dirs, self.config.language, domain)
+        text_catalog, _ = page_catalog(self.env)
         for cell in self.document.findall(nodes.container):
             if cell.get("nb_element") != "cell_code":
                 continue
             for key, default in (("prompt_show", "展开"), ("prompt_hide", "收起")):
                 if cell.get(key):          # a folded cell's toggle: the book's default, or the cell's own words
-                    cell[key] = default if "{type}" in cell[key] else page_catalog.gettext(cell[key])
+                    cell[key] = default if "{type}" in cell[key] else text_catalog.gettext(cell[key])
             source = ""
             for part in cell.children:
                 if not isinstance(part, nodes.container):
@@ -399,9 +398,7 @@ class ExerciseTitlesInSolutions(SphinxPostTransform):
             return
         from sphinx_exercise.nodes import solution_node, solution_start_node
 
-        domain = docname_to_domain(self.env.docname, self.config.gettext_compact)
-        dirs = [path.join(self.env.srcdir, d) for d in self.config.locale_dirs]
-        catalog, has_catalog = init_locale(dirs, self.config.language, domain)
+        catalog, has_catalog = page_catalog(self.env)
         if not has_catalog:
             return
         solutions = [n for n in self.document.findall(nodes.Element) if isinstance(n, (solution_node, solution_start_node))]
