@@ -9,9 +9,10 @@
    are, and calls forward(). Built with `python -m llmlab.live.kernel` (zig cc from the ziglang wheel):
    128-bit SIMD, no libc, no imports.
 
-   Numbers: the products are the same sums as llmlab's float32 matmuls in another order (one block's
-   d * sum(q x) + m * sum(x) instead of sum((d q + m) x)), so the logits agree up to float32 rounding
-   (llmlab.numerics), and tests/test_live_kernel.py holds them to it. */
+   Numbers: the products are the same sums as llmlab's float32 matmuls in another order (a decode step
+   adds one block's d * sum(q x) + m * sum(x) instead of sum((d q + m) x); a prompt adds (d q + m) x
+   over 4 lanes), so the logits agree up to float32 rounding (llmlab.numerics), and
+   tests/test_live_kernel.py holds them to it. */
 #include <stdint.h>
 #include <wasm_simd128.h>
 
@@ -108,42 +109,84 @@ static inline f32x4 block_dot(const f32x4 q[8], const float *x) {
                           wasm_f32x4_add(wasm_f32x4_add(p[4], p[5]), wasm_f32x4_add(p[6], p[7])));
 }
 
-/* out (T, N) = x (T, K) @ w^T for Q4_1 rows w (N, K/32 blocks): sum(w x) = d * sum(q x) + m * sum(x)
-   per block, with sum(x) per block computed once per token (xsum, (T, K/32)). One token (a decode
-   step) reads each row once; a prompt turns each block into floats once for up to 4 tokens. */
-static void matmul_q4_1(float *out, const uint8_t *w, const float *x, const float *xsum, int N, int K, int T) {
+/* Four float16 numbers (the low 16 bits of each 32-bit lane) -> float32, lane by lane: half_to_float's trick. */
+static inline f32x4 halves_to_floats(v128_t h) {
+    const f32x4 magnitude = wasm_f32x4_mul(wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7FFF)), 13),
+                                           wasm_f32x4_splat(0x1p112f));
+    return wasm_v128_or(magnitude, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+/* The first 4 bytes of four blocks (of rows n .. n+3, `stride` bytes apart), one block per 32-bit lane:
+   a Q4_1 block's d in the low half, its m in the high one. */
+static inline v128_t heads4(const uint8_t *block, uintptr_t stride) {
+    v128_t h = wasm_v128_load32_zero(block);
+    h = wasm_v128_load32_lane(block + stride, h, 1);
+    h = wasm_v128_load32_lane(block + 2 * stride, h, 2);
+    return wasm_v128_load32_lane(block + 3 * stride, h, 3);
+}
+
+/* out (N,) = w x for Q4_1 rows w (N, K/32 blocks), one token (a decode step): sum(w x) = d * sum(q x) +
+   m * sum(x) per block, with sum(x) per block computed once (xsum, (K/32,)). Four rows at a time share
+   the loads of x, and their four d and four m become floats together (N is a multiple of 4). */
+static void matvec_q4_1(float *out, const uint8_t *w, const float *x, const float *xsum, int N, int K) {
     const int nb = K / 32;
+    const uintptr_t stride = (uintptr_t)nb * Q4_1;
     f32x4 q[8];
-    for (int n = 0; n < N; n++) {
-        const uint8_t *row = w + (uintptr_t)n * nb * Q4_1;
-        if (T == 1) {
-            f32x4 acc = wasm_f32x4_splat(0.0f);
-            float mins = 0.0f;
-            const uint8_t *block = row;
-            for (int b = 0; b < nb; b++, block += Q4_1) {
-                unpack_q4(q, block + 4);
-                acc = wasm_f32x4_add(acc, wasm_f32x4_mul(block_dot(q, x + b * 32), wasm_f32x4_splat(load_half(block))));
-                mins += load_half(block + 2) * xsum[b];
+    for (int n = 0; n < N; n += 4) {
+        const uint8_t *block = w + n * stride;
+        f32x4 acc[4] = {0}, mins = wasm_f32x4_splat(0.0f);
+        for (int b = 0; b < nb; b++, block += Q4_1) {
+            const v128_t dm = heads4(block, stride);
+            const f32x4 m = halves_to_floats(wasm_u32x4_shr(dm, 16));
+            float ds[4];
+            wasm_v128_store(ds, halves_to_floats(dm));
+            mins = wasm_f32x4_add(mins, wasm_f32x4_mul(m, wasm_f32x4_splat(xsum[b])));
+            for (int r = 0; r < 4; r++) {
+                unpack_q4(q, block + r * stride + 4);
+                acc[r] = wasm_f32x4_add(acc[r], wasm_f32x4_mul(block_dot(q, x + b * 32), wasm_f32x4_splat(ds[r])));
             }
-            out[n] = sum4(acc) + mins;
-            continue;
         }
-        for (int t0 = 0; t0 < T; t0 += 4) {
-            const int nt = T - t0 < 4 ? T - t0 : 4;
-            f32x4 acc[4] = {0};
-            float mins[4] = {0};
-            const uint8_t *block = row;
+        for (int r = 0; r < 4; r++) out[n + r] = sum4(acc[r]);
+        wasm_v128_store(out + n, wasm_f32x4_add(wasm_v128_load(out + n), mins));
+    }
+}
+
+/* out (T, N) = x (T, K) @ w^T for Q4_1 rows w, a prompt (T > 1): four rows at a time are turned into
+   float32 once (w = d q + m, the numbers llmlab's matrix holds; panel (4, K)), then every token reads
+   them from there. The inner loop keeps 2 rows x 4 tokens of sums in registers, so each load of w
+   serves 4 tokens and each load of x serves 2 rows. */
+static void matmul_q4_1(float *out, const uint8_t *w, const float *x, float *panel, int N, int K, int T) {
+    const int nb = K / 32;
+    const uintptr_t stride = (uintptr_t)nb * Q4_1;
+    f32x4 q[8];
+    for (int n = 0; n < N; n += 4) {
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *block = w + (n + r) * stride;
             for (int b = 0; b < nb; b++, block += Q4_1) {
-                const float d = load_half(block), m = load_half(block + 2);
+                const f32x4 d = wasm_f32x4_splat(load_half(block)), m = wasm_f32x4_splat(load_half(block + 2));
                 unpack_q4(q, block + 4);
-                for (int t = 0; t < nt; t++) {
-                    acc[t] = wasm_f32x4_add(acc[t], wasm_f32x4_mul(block_dot(q, x + (uintptr_t)(t0 + t) * K + b * 32),
-                                                                   wasm_f32x4_splat(d)));
-                    mins[t] += m * xsum[(t0 + t) * nb + b];
+                for (int i = 0; i < 8; i++)
+                    wasm_v128_store(panel + r * K + b * 32 + 4 * i, wasm_f32x4_add(wasm_f32x4_mul(q[i], d), m));
+            }
+        }
+        for (int r = 0; r < 4; r += 2)
+            for (int t0 = 0; t0 < T; t0 += 4) {
+                const float *xt[4], *w0 = panel + r * K, *w1 = w0 + K;
+                for (int t = 0; t < 4; t++) xt[t] = x + (uintptr_t)(t0 + t < T ? t0 + t : T - 1) * K;  /* a short last group repeats a token */
+                f32x4 a0[4] = {0}, a1[4] = {0};
+                for (int k = 0; k < K; k += 4) {
+                    const f32x4 u = wasm_v128_load(w0 + k), v = wasm_v128_load(w1 + k);
+                    for (int t = 0; t < 4; t++) {
+                        const f32x4 xv = wasm_v128_load(xt[t] + k);
+                        a0[t] = wasm_f32x4_add(a0[t], wasm_f32x4_mul(u, xv));
+                        a1[t] = wasm_f32x4_add(a1[t], wasm_f32x4_mul(v, xv));
+                    }
+                }
+                for (int t = 0; t < 4 && t0 + t < T; t++) {
+                    out[(uintptr_t)(t0 + t) * N + n + r] = sum4(a0[t]);
+                    out[(uintptr_t)(t0 + t) * N + n + r + 1] = sum4(a1[t]);
                 }
             }
-            for (int t = 0; t < nt; t++) out[(uintptr_t)(t0 + t) * N + n] = sum4(acc[t]) + mins[t];
-        }
     }
 }
 
@@ -176,14 +219,13 @@ static void matvec_q8_0(float *out, const uint8_t *w, const float *x, int N, int
     }
 }
 
-/* The sums of each block of 32 of each row of x (T, K): the m * sum(x) part of a Q4_1 product. */
-static void block_sums(float *xsum, const float *x, int K, int T) {
-    for (int t = 0; t < T; t++)
-        for (int b = 0; b < K / 32; b++) {
-            f32x4 s = wasm_v128_load(x + t * K + b * 32);
-            for (int i = 1; i < 8; i++) s = wasm_f32x4_add(s, wasm_v128_load(x + t * K + b * 32 + 4 * i));
-            xsum[t * (K / 32) + b] = sum4(s);
-        }
+/* The sums of each block of 32 of x (K,): the m * sum(x) part of a Q4_1 product. */
+static void block_sums(float *xsum, const float *x, int K) {
+    for (int b = 0; b < K / 32; b++) {
+        f32x4 s = wasm_v128_load(x + b * 32);
+        for (int i = 1; i < 8; i++) s = wasm_f32x4_add(s, wasm_v128_load(x + b * 32 + 4 * i));
+        xsum[b] = sum4(s);
+    }
 }
 
 /* ------------------------------------------------------------------ the pieces of a block */
@@ -238,7 +280,7 @@ static void attend(float *out, const float *q, const float *keys, const float *v
 
 static float *scratch(int floats) { return (float *)alloc(4 * (uint32_t)floats); }
 
-static float *x_, *h_, *q_, *k_, *v_, *z_, *gate_, *up_, *xsum_, *scores_, *logits_;
+static float *x_, *h_, *q_, *k_, *v_, *z_, *gate_, *up_, *xsum_, *panel_, *scores_, *logits_;
 
 /* The buffers for up to MAX_T tokens at once, once the page has filled the model's sizes. */
 int setup(void) {
@@ -246,15 +288,16 @@ int setup(void) {
     if (M.n_layers > 32 || D % 32 || F % 32 || Hd % 32 || M.head_dim % 4) return 0;
     x_ = scratch(MAX_T * D); h_ = scratch(MAX_T * D); q_ = scratch(MAX_T * Hd); k_ = scratch(MAX_T * KVd);
     v_ = scratch(MAX_T * KVd); z_ = scratch(MAX_T * Hd); gate_ = scratch(MAX_T * F); up_ = scratch(MAX_T * F);
-    xsum_ = scratch(MAX_T * F / 32); scores_ = scratch(M.context); logits_ = scratch(M.vocab);
+    xsum_ = scratch(F / 32); panel_ = scratch(4 * F); scores_ = scratch(M.context); logits_ = scratch(M.vocab);
     M.keys = scratch(M.n_layers * KVd * M.context);
     M.values = scratch(M.n_layers * KVd * M.context);
-    return x_ && h_ && q_ && k_ && v_ && z_ && gate_ && up_ && xsum_ && scores_ && logits_ && M.keys && M.values;
+    return x_ && h_ && q_ && k_ && v_ && z_ && gate_ && up_ && xsum_ && panel_ && scores_ && logits_ && M.keys && M.values;
 }
 
 static void linear(float *out, const uint8_t *w, const float *x, int N, int K, int T) {
-    block_sums(xsum_, x, K, T);
-    matmul_q4_1(out, w, x, xsum_, N, K, T);
+    if (T > 1) { matmul_q4_1(out, w, x, panel_, N, K, T); return; }
+    block_sums(xsum_, x, K);
+    matvec_q4_1(out, w, x, xsum_, N, K);
 }
 
 /* T tokens (ids) at positions pos .. pos+T-1, after pos cached ones: fills the cache and returns the
