@@ -219,11 +219,54 @@ class ExerciseTitles(SphinxTransform):
                 node += nodes.Text(chinese)
 
 
+DOC_QUOTES = re.compile(r'^[rRuU]?("""|\'\'\')|("""|\'\'\')$')
+
+
+def docstring_lines(source: str) -> list[tuple[int, int, int, str]]:
+    r"""The lines of the docstrings of a cell's functions and classes, as (row, start, end, text): the text
+    of each line without its quotes and indentation, and where it stands in the cell's row-th line.
+    A docstring is a comment a reader reads; its lines are translated like comments (doctest lines aside).
+
+    >>> docstring_lines("def f(x):\n    '''Twice x.\n\n    Plain.'''\n    return 2 * x")
+    [(1, 7, 15, 'Twice x.'), (3, 4, 10, 'Plain.')]
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    lines, found = source.split("\n"), []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)):
+            continue
+        doc = first.value
+        for row in range(doc.lineno - 1, doc.end_lineno):
+            raw = lines[row].encode()       # ast's columns count bytes
+            start = len(raw[:doc.col_offset].decode()) if row == doc.lineno - 1 else 0
+            end = len(raw[:doc.end_col_offset].decode()) if row == doc.end_lineno - 1 else len(lines[row])
+            part = lines[row][start:end]
+            inner = DOC_QUOTES.sub("", part.strip())
+            text = inner.strip()
+            if not text or text.startswith((">>>", "...")) or not re.search(r"[A-Za-z]{2}", text):
+                continue
+            at = lines[row].index(text, start)
+            found.append((row, at, at + len(text), text))
+    return found
+
+
 def translate_comments(source: str, lookup) -> str:
-    r"""A cell's source with each comment's text replaced by lookup(text) where that is not None.
+    r"""A cell's source with each comment's text, and each line of its docstrings, replaced by lookup(text)
+    where that is not None.
 
     >>> translate_comments('x = 1   # one token\ns = "# kept"', {"one token": "一个词元"}.get)
     'x = 1   # 一个词元\ns = "# kept"'
+    >>> translate_comments("def f():\n    '''One token.'''", {"One token.": "一个词元。"}.get)
+    "def f():\n    '''一个词元。'''"
     """
     import io
     import tokenize
@@ -240,7 +283,18 @@ def translate_comments(source: str, lookup) -> str:
         if new and row <= len(lines):
             hashes = token.string[:len(token.string) - len(token.string.lstrip("#"))]
             lines[row - 1] = lines[row - 1][:start] + f"{hashes} {new}" + lines[row - 1][end:]
+    for row, start, end, text in reversed(docstring_lines(source)):
+        new = lookup(text)
+        if new:
+            lines[row] = lines[row][:start] + new + lines[row][end:]
     return "\n".join(lines)
+
+
+def printed_lookup(entries: dict):
+    """The translation of a printed line's template: the catalog's entry, or else the entry that differs from
+    it only in its runs of spaces (a column padded for numbers of another width on another machine)."""
+    loose = {" ".join(k.split()): v for k, v in entries.items()}
+    return lambda key: entries.get(key) or loose.get(" ".join(key.split()))
 
 
 def translate_printed(text: str, lookup) -> str:
@@ -277,6 +331,7 @@ class ChineseCode(SphinxTransform):
         if path.exists(po):
             with open(po, encoding="utf-8") as f:
                 entries = read_po(f.read())
+        printed = printed_lookup(entries)
         text_catalog, _ = page_catalog(self.env)
         for cell in self.document.findall(nodes.container):
             if cell.get("nb_element") != "cell_code":
@@ -294,7 +349,7 @@ class ChineseCode(SphinxTransform):
                         new = translate_comments(source, entries.get) if entries else source
                     elif part.get("nb_element") == "cell_code_output":
                         text = block.astext()
-                        new = translate(text, language) if "check(" in source else translate_printed(text, entries.get)
+                        new = translate(text, language) if "check(" in source else translate_printed(text, printed)
                     else:
                         continue
                     if new != block.astext():
@@ -314,7 +369,7 @@ class ChineseCode(SphinxTransform):
                         new = HTML_TEXT.sub(lambda m: ">" + escape(translate(html_lib.unescape(m.group(1)), language),
                                                                    quote=False) + "<", text)
                     elif "<table" in text and entries:    # a table shown as HTML
-                        new = TABLE_TEXT.sub(lambda m: ">" + translate_printed(m.group(1), entries.get) + "<", text)
+                        new = TABLE_TEXT.sub(lambda m: ">" + translate_printed(m.group(1), printed) + "<", text)
                     else:
                         continue
                     if new != text:

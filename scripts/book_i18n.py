@@ -359,10 +359,13 @@ HIDDEN_TAGS = {"remove-input", "remove-cell"}
 
 
 def code_comments(source: str) -> list[str]:
-    r"""The comments of a code cell, each without its "#" and surrounding spaces, in order.
+    r"""The comments of a code cell, each without its "#" and surrounding spaces, in order; then the lines
+    of its docstrings (a reader reads them as comments; _ext/llmlab_i18n.py translates both).
 
     >>> code_comments('x = 1   # one token\ny = "# not a comment"\n# (B, T, d)')
     ['one token', '(B, T, d)']
+    >>> code_comments("def f(x):\n    \'\'\'Twice x.\'\'\'\n    return 2 * x   # (B,)")
+    ['(B,)', 'Twice x.']
     """
     import io
     import tokenize
@@ -377,6 +380,10 @@ def code_comments(source: str) -> list[str]:
             text = token.string.lstrip("#").strip()
             if text and not text.startswith("!") and text not in found:
                 found.append(text)
+    sys.path.insert(0, str(ROOT / "_ext"))
+    from llmlab_i18n import docstring_lines
+
+    found += [text for *_, text in docstring_lines(source) if text not in found]
     return found
 
 
@@ -480,8 +487,10 @@ def update_code_catalogs(pages: list[str]) -> list[str]:
         catalog = Catalog(locale=LOCALE, project="Inside a Language Model", fuzzy=False,
                           header_comment=HEADER.replace("one page of the book", "one page's code cells"),
                           copyright_holder="The llmlab authors")
+        loose = {" ".join(k.split()): m for k, m in old.items()}
         for text, note in [(c, COMMENT_NOTE) for c in comments] + [(p, PRINTED_NOTE) for p in printed]:
-            kept = old.get(text)
+            # a printed line padded differently (numbers of another width) keeps its translation
+            kept = old.get(text) or (loose.get(" ".join(text.split())) if note == PRINTED_NOTE else None)
             catalog.add(text, kept.string if kept else "", auto_comments=[note],
                         flags=kept.flags if kept else ())
         po.parent.mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,7 @@ def blocks(text: str, css: str) -> list[str]:
             for b in re.findall(rf'<div class="{css}[^"]*"[^>]*>(.*?)</div>', text, re.S)]
 
 
-COMMENT_SPAN = re.compile(r'<span class="c[h1m]?">[^<]*</span>')   # a comment, as the highlighter marks it
+COMMENT_SPAN = re.compile(r'<span class="(?:c[h1m]?|sd)">[^<]*</span>')   # a comment or a docstring, as the highlighter marks it
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 

@@ -32,7 +32,10 @@ LOCALE = Path(__file__).resolve().parents[1] / "locale"
 DOMAIN = "figures"
 
 # a number standing alone: not part of a name such as SmolLM2-135M, Gemma-3 or top-5
-NUMBER = re.compile(r"(?<![\w.\-])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?![\w.])|(?<![\w.\-])[-−]?\.\d+(?![\w.])")
+# a number: digits with decimal point or thousands commas, a sign, an exponent, or a factor's "x" ("2.1x the
+# time": the digits are a field, the x stays in the words)
+NUMBER = re.compile(r"(?<![\w.\-])[-−]?\d+(?:[.,]\d+)*(?:e[-+]?\d+)?(?:(?=x(?!\w))|(?![\w.]))"
+                    r"|(?<![\w.\-])[-−]?\.\d+(?![\w.])")
 FIELD = re.compile(r"\{(\d+)\}")
 LETTERS = re.compile(r"[A-Za-z]{2,}")
 
@@ -59,6 +62,8 @@ def template(text: str) -> tuple[str, list[str]]:
     ('x {0}; up on {1} of {2} prompts', ['4.28', '19', '24'])
     >>> template("SmolLM2-135M, top-5")
     ('SmolLM2-135M, top-5', [])
+    >>> template("12.9x the work, one 2048x2048 matrix")
+    ('{0}x the work, one 2048x2048 matrix', ['12.9'])
     """
     numbers: list[str] = []
 
