@@ -4,7 +4,9 @@
  * memory. This file copies the blocks in once (about 100 MB, never expanded to float32), tells the
  * kernel where each one is, and gives the worker three calls:
  *
- *   var k = llmlabKernel(wasmBytes, recipe, read)   // recipe: model.expand.json; read(file, start, length) -> bytes
+ *   var k = llmlabKernel(wasmBytes, recipe, read, done)
+ *        // recipe: model.expand.json; read(file, 0, null) -> the file's bytes; done(file) (optional): the file
+ *        // is copied in, the caller may free its copy (the page never holds the blocks twice over)
  *   k.forward([504, 3458, 314], 0)                  // a prompt at positions 0..2: the last token's logits (V,)
  *   k.forward([253], 3)                             // one more token after the 3 cached ones
  *   k.interventions(headMask, steer)                // (L*H,) 1 keeps a head, 0 knocks it out; (L*D,) added after each block
@@ -20,7 +22,7 @@ function llmlabKernelModule() {
   var MODEL_INTS = 8, LAYERS_AT = 17;                         // struct model: 8 sizes, eps, 8 pointers, then the layers
   var MAX_T = 256;                                            // decode.c: the most tokens in one call
 
-  return function create(wasmBytes, recipe, read) {
+  return function create(wasmBytes, recipe, read, done) {
     var spec = recipe.kernel;
     if (!spec) throw new Error("model.expand.json has no 'kernel' entry: rebuild the live files (make live).");
     var instance = new WebAssembly.Instance(new WebAssembly.Module(wasmBytes), {});
@@ -51,6 +53,7 @@ function llmlabKernelModule() {
     var norms = read(spec.file, 0, null);
     var normsAt = alloc(norms.length);
     copyIn(norms, normsAt);
+    if (done) done(spec.file);
     var half = spec.head_dim / 2, table = spec.context * half;
     var layer = function (l, field) { return slots + LAYERS_AT + 9 * l + LAYER_FIELDS.indexOf(field); };
     for (var l = 0; l < L; l++) {
@@ -62,29 +65,29 @@ function llmlabKernelModule() {
     i32()[slots + 11] = outNorm + 4 * D;                      // cos (context, hd/2)
     i32()[slots + 12] = outNorm + 4 * (D + table);            // sin
 
-    // The blocks: the embedding's slices one after another (one table of V rows), each linear on its own.
-    var embeddingBytes = recipe.weights.filter(function (w) { return w.tensor === "token_embd.weight"; })
-      .reduce(function (s, w) { return s + w.length; }, 0);
-    var embeddingAt = alloc(embeddingBytes), filled = 0;
+    // The blocks: each data file copied in whole, once (its weights lie one after another in it, the
+    // embedding's slices in order, one table of V rows); done(file) lets the caller free its copy at once.
+    var fileAt = {};
     recipe.weights.forEach(function (w) {
-      var bytes = read(w.file, w.start, w.length);
+      if (fileAt[w.file] !== undefined) return;
+      var bytes = read(w.file, 0, null);
+      fileAt[w.file] = alloc(bytes.length);
+      copyIn(bytes, fileAt[w.file]);
+      bytes = null;
+      if (done) done(w.file);
+    });
+    var where = {}, embeddingEnd = null;                      // recipe weight name -> its blocks' address
+    recipe.weights.forEach(function (w) {
+      var at = where[w.name] = fileAt[w.file] + w.start;
       if (w.tensor === "token_embd.weight") {
-        copyIn(bytes, embeddingAt + filled);
-        filled += w.length;
+        if (embeddingEnd === null) i32()[slots + 9] = at;
+        else if (at !== embeddingEnd) throw new Error("The embedding's slices are not one table in model.data: rebuild the live files (make live).");
+        embeddingEnd = at + w.length;
         return;
       }
       var m = /^blk\.(\d+)\.(\w+)\.weight$/.exec(w.tensor);
       if (!m || LAYER_FIELDS.indexOf(m[2]) < 2) throw new Error("The decode kernel does not know the weight " + w.tensor + ".");
-      var at = alloc(w.length);
-      copyIn(bytes, at);
       i32()[layer(+m[1], m[2])] = at;
-    });
-    i32()[slots + 9] = embeddingAt;
-    var where = {};                                           // recipe weight name -> its blocks' address
-    filled = 0;
-    recipe.weights.forEach(function (w) {
-      if (w.tensor === "token_embd.weight") { where[w.name] = embeddingAt + filled; filled += w.length; }
-      else where[w.name] = i32()[layer(+/^blk\.(\d+)\./.exec(w.tensor)[1], /^blk\.\d+\.(\w+)\./.exec(w.tensor)[1])];
     });
 
     // Interventions (none until set) and the working buffers.

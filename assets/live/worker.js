@@ -13,19 +13,19 @@ function llmlabWorkerMain() {
   self.llmlabLiveFiles = {};
 
   // llmlab.live.site's text form: 15-bit numbers written as characters U+3000 + n.
-  // decode15Into: the text's bytes written into out from byte j (a text that starts at a multiple of
-  // 8 characters starts at a whole byte: 8 characters are 120 bits, 15 bytes).
-  function decode15Into(text, out, j) {
-    var n = out.length, acc = 0, bits = 0;
-    for (var i = 0; i < text.length && j < n; i++) {
-      acc = (acc << 15) | (text.charCodeAt(i) - 0x3000);
+  // decode15Into: the characters from..to of text (a string, or a Uint16Array of UTF-16 code units) as
+  // bytes, written into out from byte j (a text that starts at a multiple of 8 characters starts at a
+  // whole byte: 8 characters are 120 bits, 15 bytes).
+  function decode15Into(text, from, to, out, j) {
+    var n = out.length, acc = 0, bits = 0, units = typeof text === "string" ? null : text;
+    for (var i = from; i < to && j < n; i++) {
+      acc = (acc << 15) | ((units ? units[i] : text.charCodeAt(i)) - 0x3000);
       bits += 15;
       while (bits >= 8 && j < n) { bits -= 8; out[j++] = (acc >>> bits) & 255; }
       acc &= (1 << bits) - 1;
     }
     return out;
   }
-  function decode15(file) { return decode15Into(file.text, new Uint8Array(file.bytes), 0); }
   function progress(loaded, total, message) { self.postMessage({ type: "progress", loaded: loaded, total: total, message: message }); }
 
   // IndexedDB: the decoded files under the build's digest (one entry; an older build's is dropped).
@@ -69,14 +69,20 @@ function llmlabWorkerMain() {
       return await request(db, "readwrite", function (store) { store.put(keys, digest); });
     } catch (error) { return false; }
   }
-  // A script file read as bytes (http only: workers may not read file:// URLs): its string, decoded.
+  // A script file read as bytes (http only: workers may not read file:// URLs), decoded from its UTF-16
+  // code units where they lie: no string of the file is made, and the response is freed at once.
   async function readScript(f) {
     var response = await fetch(f.url);
     if (!response.ok) throw new Error("HTTP " + response.status + " for " + f.url);
-    var text = new TextDecoder("utf-16le").decode(await response.arrayBuffer());
-    var start = text.indexOf("/*") + 2, end = text.lastIndexOf("*/");      // llmlab.live.site's comment
-    var n = Number(/bytes: (\d+)/.exec(text)[1]);
-    return decode15({ text: text.slice(start, end), bytes: n });
+    var buffer = await response.arrayBuffer(), units = new Uint16Array(buffer);
+    // the header, BOM kept (ignoreBOM), so that its character i is units[i]
+    var head = new TextDecoder("utf-16le", { ignoreBOM: true }).decode(units.subarray(0, 256));
+    var start = head.indexOf("/*") + 2, end = units.length;               // llmlab.live.site's comment
+    while (end > start && !(units[end - 2] === 0x2A && units[end - 1] === 0x2F)) end--;
+    var out = decode15Into(units, start, end - 2, new Uint8Array(Number(/bytes: (\d+)/.exec(head)[1])), 0);
+    units = null;
+    if (typeof buffer.transfer === "function") buffer.transfer(0);
+    return out;
   }
 
   async function init(m) {
@@ -107,7 +113,7 @@ function llmlabWorkerMain() {
     var t0 = performance.now();
     if (m.at % 8) throw new Error("a slice of " + m.key + " starts at character " + m.at + ", not a multiple of 8.");
     if (!handedBytes[m.key]) handedBytes[m.key] = new Uint8Array(m.bytes);
-    decode15Into(m.text, handedBytes[m.key], m.at / 8 * 15);
+    decode15Into(m.text, 0, m.text.length, handedBytes[m.key], m.at / 8 * 15);
     m.text = null;
     handedMs += performance.now() - t0;
     return {};
@@ -128,10 +134,9 @@ function llmlabWorkerMain() {
     var t1 = performance.now();
     kernel = llmlabKernel(bytes["decode.wasm"], cfg.recipe, function (file, start, length) {
       return length === null ? bytes[file] : bytes[file].subarray(start, start + length);
-    });
-    Object.keys(bytes).forEach(function (key) {
-      if (/^model\.(data\.|norms)|^decode\.wasm$/.test(key)) { release(bytes[key]); bytes[key] = null; }
-    });
+    }, function (file) { release(bytes[file]); bytes[file] = null; });   // each file freed once it is in the kernel
+    release(bytes["decode.wasm"]);
+    bytes["decode.wasm"] = null;
     timings.kernel_ms = performance.now() - t1;
     ortFiles = { graph: bytes["model.onnx"], runtime: bytes["ort-wasm-simd-threaded.wasm"] };
     return { vocab: vocab, source: source, stored: stored, timings: timings };
