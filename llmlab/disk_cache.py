@@ -8,13 +8,15 @@ One entry per model, under ``$LLMLAB_CACHE`` (default ``~/.cache/llmlab``)::
         model.safetensors    float32 weights in llmlab's naming
         tokenizer/           whatever the tokenizer's save() writes
         manifest.json        format version + sha256 of every file above (written last)
+        verified.json        which files a read has checked against the manifest, and as they stood then
         used_by.txt          other copies of the same GGUF file that loaded this entry
     gguf/                    model files assembled from a package's parts (Gemma's)
 
 The folder's suffix hashes the GGUF file's size and samples of its content, not its path or name:
 a load by name, by path, or from a second virtual environment finds the entry that has that suffix,
 whatever its name (the name only says which model it is). A read checks
-every checksum before trusting the files; anything missing, truncated or corrupt raises
+every checksum before trusting the files (a file unchanged since a read verified it, by its size, times
+and inode, is not hashed again: ``verified.json``); anything missing, truncated or corrupt raises
 ``CacheInvalid`` and the caller converts again. Files are readable by whoever the umask allows
 (0644 or 0640 usually), so a cache can be shared. A folder that cannot be written to is not an
 error: ``store`` warns and the model simply stays in memory.
@@ -193,11 +195,13 @@ def read_cache(folder: Path):
         raise CacheInvalid(f"cache format {manifest.get('format_version')!r}, expected {CACHE_FORMAT_VERSION}")
     if "model.safetensors" not in manifest["files"] or "config.json" not in manifest["files"]:
         raise CacheInvalid("manifest lists no model.safetensors / config.json")
-    contents = {}
+    contents, stamps = {}, _verified(folder)
+    before = dict(stamps)
     for rel, expected in manifest["files"].items():
         path = folder / rel
         try:
-            size = path.stat().st_size
+            stat = path.stat()
+            size = stat.st_size
             if size != expected["bytes"]:
                 raise CacheInvalid(f"{rel} has {size} bytes, expected {expected['bytes']} (truncated?)")
             data = bytearray(size)  # writable, so the weight tensors can use this memory directly
@@ -206,8 +210,11 @@ def read_cache(folder: Path):
                     raise CacheInvalid(f"{rel} changed while being read")
         except OSError:
             raise CacheInvalid(f"{rel} is missing or unreadable") from None
-        if _sha256(data) != expected["sha256"]:
-            raise CacheInvalid(f"{rel} does not match its checksum (corrupt)")
+        stamp = [expected["sha256"], stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        if stamps.get(rel) != stamp:       # new, or changed since its checksum was last verified
+            if _sha256(data) != expected["sha256"]:
+                raise CacheInvalid(f"{rel} does not match its checksum (corrupt)")
+            stamps[rel] = stamp
         contents[rel] = data
     try:
         config = ModelConfig.from_dict(json.loads(contents["config.json"]))
@@ -215,7 +222,38 @@ def read_cache(folder: Path):
         tokenizer = load_tokenizer(str(folder / "tokenizer"))
     except Exception as error:  # e.g. written by another llmlab version: rebuilding is always safe
         raise CacheInvalid(f"{type(error).__name__}: {error}") from None
+    if stamps != before:
+        _keep_verified(folder, stamps)
     return config, state_dict, tokenizer
+
+
+VERIFIED = "verified.json"   # the files whose checksums a read has verified, as they stood then
+
+
+def _verified(folder: Path) -> dict:
+    """{file: [sha256, bytes, mtime_ns, ctime_ns, inode]} of the files whose checksum a read verified.
+
+    Hashing the weights costs about a second per GB on every load; a file that has not changed since it
+    was verified (the same size, modification and status-change times, inode) is not hashed again. Any
+    write to a file changes its status-change time (even one that puts the modification time back), and
+    a file copied or replaced is a new inode: either makes the next read verify it in full.
+    """
+    try:
+        stamps = json.loads((folder / VERIFIED).read_text())
+        return stamps if isinstance(stamps, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _keep_verified(folder: Path, stamps: dict) -> None:
+    """Write the stamps of the verified files; a folder that cannot be written to verifies each time."""
+    try:
+        tmp = folder / f".{VERIFIED}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.write_text(json.dumps(stamps))
+        os.chmod(tmp, _file_mode())
+        tmp.replace(folder / VERIFIED)
+    except OSError:
+        pass
 
 
 _SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

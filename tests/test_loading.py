@@ -231,11 +231,14 @@ def test_an_old_second_conversion_is_not_used_and_clean_deletes_it(smol_cache, t
 
 def _break(entry, how):
     weights = entry / "model.safetensors"
-    if how == "corrupt":  # same size, a few bytes flipped in the middle of the tensor data
+    if how in ("corrupt", "corrupt-after-a-read"):  # same size, a few bytes flipped in the middle of the tensor data
+        before = weights.stat()
         data = bytearray(weights.read_bytes())
         middle = len(data) // 2
         data[middle:middle + 4] = bytes(b ^ 0xFF for b in data[middle:middle + 4])
         weights.write_bytes(bytes(data))
+        if how == "corrupt-after-a-read":   # and its modification time put back: only the status-change time tells
+            os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
     elif how == "truncated":
         with open(weights, "r+b") as f:
             f.truncate(weights.stat().st_size // 3)
@@ -251,10 +254,14 @@ def _break(entry, how):
 
 
 @needs_smol
-@pytest.mark.parametrize("how", ["corrupt", "truncated", "no-manifest", "bad-manifest", "tokenizer", "config"])
+@pytest.mark.parametrize("how", ["corrupt", "corrupt-after-a-read", "truncated", "no-manifest", "bad-manifest",
+                                 "tokenizer", "config"])
 def test_broken_cache_is_rebuilt_not_trusted(smol_cache, tmp_path, monkeypatch, how):
     root, model, _ = smol_cache
     new_root, entry = _copy_cache(root, tmp_path, monkeypatch)
+    if how == "corrupt-after-a-read":   # a read verified the files and noted them: a later change is still seen
+        load("smollm2-135m")
+        assert "model.safetensors" in json.loads((entry / cache.VERIFIED).read_text())
     _break(entry, how)
     conversions = []
     if how == "corrupt":  # one case goes through the real GGUF conversion again
