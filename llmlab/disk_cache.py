@@ -231,29 +231,24 @@ VERIFIED = "verified.json"   # the files whose checksums a read has verified, as
 
 
 def _verified(folder: Path) -> dict:
-    """{file: [sha256, bytes, mtime_ns, ctime_ns, inode]} of the files whose checksum a read verified.
-
-    Hashing the weights costs about a second per GB on every load; a file that has not changed since it
-    was verified (the same size, modification and status-change times, inode) is not hashed again. Any
-    write to a file changes its status-change time (even one that puts the modification time back), and
-    a file copied or replaced is a new inode: either makes the next read verify it in full.
-    """
+    """{file: [sha256, bytes, mtime_ns, ctime_ns, inode]} of the files a read verified. Hashing costs about a
+    second per GB of weights on each load, so a file unchanged since then is not hashed again: any write
+    changes its status-change time (even one that puts the modification time back), a copy is a new inode."""
     try:
-        stamps = json.loads((folder / VERIFIED).read_text())
-        return stamps if isinstance(stamps, dict) else {}
-    except (OSError, ValueError):
+        return dict(json.loads((folder / VERIFIED).read_text()))
+    except (OSError, ValueError, TypeError):
         return {}
 
 
 def _keep_verified(folder: Path, stamps: dict) -> None:
     """Write the stamps of the verified files; a folder that cannot be written to verifies each time."""
+    tmp = folder / f".{VERIFIED}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        tmp = folder / f".{VERIFIED}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.write_text(json.dumps(stamps))
         os.chmod(tmp, _file_mode())
         tmp.replace(folder / VERIFIED)
     except OSError:
-        pass
+        tmp.unlink(missing_ok=True)
 
 
 _SAFETENSORS_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

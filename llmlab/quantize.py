@@ -68,12 +68,18 @@ def dequantize_int8(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return q.float() * s[:, None]                                          # (out, in)
 
 
+CHUNK_ROWS = 256   # quantize_int4 works through a matrix this many rows at a time
+
+
 def quantize_int4(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Groupwise asymmetric int4: w (out, in) -> q (out, in) in 0..15, s and z (out, in // group)."""
     out_features, in_features = w.shape
     if in_features % group:
         raise ValueError(f"int4 needs the input size to be a multiple of {group}; this matrix is {tuple(w.shape)}. "
                          f"Quantize it to int8 instead.")
+    if out_features > CHUNK_ROWS:          # rows are independent: a few at a time stay in the cache
+        parts = [quantize_int4(rows, group) for rows in w.split(CHUNK_ROWS)]
+        return tuple(torch.cat(part) for part in zip(*parts))
     g = w.detach().float().reshape(out_features, in_features // group, group)   # (out, n_groups, group)
     lo, hi = g.amin(dim=-1), g.amax(dim=-1)                                       # (out, n_groups)
     s = (hi - lo).clamp(min=1e-12) / 15
@@ -100,7 +106,9 @@ def quantize_int4(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, to
 def share_on_4bit_grid(w: torch.Tensor, group: int = GROUP, quantized=None) -> float:
     """The share of groups of `w` that int4 stores exactly (1.0 for a matrix read from a 4-bit file)."""
     q, s, z = quantize_int4(w, group) if quantized is None else quantized
-    error = (dequantize_int4(q, s, z) - w.detach().float()).abs().reshape(*s.shape, group).amax(dim=-1)
+    error = torch.cat([(dequantize_int4(*part) - rows.float()).abs().reshape(*part[1].shape, group).amax(dim=-1)
+                       for *part, rows in zip(q.split(CHUNK_ROWS), s.split(CHUNK_ROWS), z.split(CHUNK_ROWS),
+                                              w.detach().split(CHUNK_ROWS))])   # (out, n_groups), a few rows at a time
     return (error <= 1e-5 * w.detach().abs().amax().clamp(min=1e-12)).float().mean().item()
 
 

@@ -8,6 +8,7 @@ import torch
 import llmlab
 from llmlab.config import ModelConfig
 from llmlab import assert_same_up_to_rounding, beam_search, forward_depth
+from llmlab.batched_decoding import beam_search_batch, generate_several
 from llmlab.sampling import apply_repetition_penalty, min_p_filter, sample_next_token
 
 
@@ -107,3 +108,44 @@ def test_beam_search_errors_are_clear(tiny):
         beam_search(tiny, torch.tensor([[1, 2]]), 4, num_beams=0)
     with pytest.raises(ValueError, match="max_seq_len"):
         beam_search(tiny, torch.tensor([[1, 2]]), 10_000)
+
+
+def test_beam_search_batch_gives_each_prompt_its_own_beam_search(tiny):
+    # prompts of different lengths, left-padded; an end-of-text id that some beams reach and some do not
+    prompts = [[5, 17, 3, 99], [8, 2], [40, 41, 42]]
+    T = max(map(len, prompts))
+    ids = torch.tensor([[0] * (T - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (T - len(p)) + [1] * len(p) for p in prompts])
+    for eos in [None, int(beam_search(tiny, torch.tensor([prompts[1]]), 6, num_beams=3)[0][0, 3])]:
+        together = beam_search_batch(tiny, ids, 6, num_beams=3, eos_token_id=eos,
+                                                       attention_mask=mask)
+        for p, (out, score) in zip(prompts, together):
+            alone, alone_score = beam_search(tiny, torch.tensor([p]), 6, num_beams=3, eos_token_id=eos)
+            assert torch.equal(out, alone)
+            # the same sum of up to 6 log-probabilities, each from a padded batch instead of one row
+            assert_same_up_to_rounding(torch.tensor(score), torch.tensor(alone_score),
+                                       depth=forward_depth(tiny.config, T + 6) + tiny.config.vocab_size + 6)
+
+
+def test_generate_several_gives_each_setting_its_own_generate(tiny):
+    ids, mask = torch.tensor([[0, 5, 17, 3], [8, 2, 9, 9]]), torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    settings = [dict(temperature=0), dict(temperature=0.8, seed=0), dict(temperature=0, repetition_penalty=1.3),
+                dict(temperature=1.0, min_p=0.1, seed=1), dict(temperature=1.0, top_k=5, top_p=0.9, seed=2)]
+    free = llmlab.generate(tiny, ids, 8, attention_mask=mask)
+    for eos in [None, int(free[0, 5])]:                      # an end-of-text id the greedy rows reach
+        together = generate_several(tiny, ids, 8, settings, attention_mask=mask, eos_token_id=eos)
+        for s, out in zip(settings, together):
+            assert torch.equal(out, llmlab.generate(tiny, ids, 8, attention_mask=mask, eos_token_id=eos, **s))
+    with pytest.raises(TypeError, match="sampling settings"):
+        generate_several(tiny, ids, 4, [dict(max_new_tokens=3)])
+
+
+def test_generate_several_scores_the_tokens_with_the_models_own_probabilities(tiny):
+    ids = torch.tensor([[5, 17, 3, 99]])
+    (greedy, lp_greedy), (penalised, lp_pen) = generate_several(
+        tiny, ids, 6, [dict(temperature=0), dict(temperature=0, repetition_penalty=2.0)], logprobs=True)
+    for out, lp in [(greedy, lp_greedy), (penalised, lp_pen)]:
+        with torch.no_grad():                                   # one full pass, no penalty: the reference
+            full = torch.log_softmax(tiny(out).float(), dim=-1)[0, 3:-1].gather(1, out[0, 4:, None])[:, 0]
+        # cached steps against one full pass: the model, then a log-softmax over the vocabulary
+        assert_same_up_to_rounding(lp[0], full, depth=forward_depth(tiny.config, 10) + tiny.config.vocab_size)

@@ -32,8 +32,8 @@ import torch
 
 from llmlab.hooks import hook_name
 from llmlab.checks import as_ids, prompt_rows, resolve_layer, resolve_position
-from llmlab.inspection.budget import chunks, forward_row_bytes
-from llmlab.inspection.capture import capture, hooks, token_strings
+from llmlab.inspection.budget import RESULT_LIMIT, chunks, forward_row_bytes
+from llmlab.inspection.capture import capture, estimate_memory, hooks, token_strings
 from llmlab.inspection.tables import TableResult
 
 SITES = ("resid_pre", "resid_mid", "resid_post", "attn_out", "mlp_out")
@@ -117,7 +117,8 @@ def causal_trace(model, tokenizer, prompt, answer, corrupt=None, noise_positions
     window         : restore `site` at this many consecutive layers starting at each row's layer
                      (sublayer outputs matter little one layer at a time; 1 = a single layer).
 
-    One forward pass per layer: the batch holds one row per position, each restoring its own.
+    One batch holds one row per (layer, position), each restoring its own activation; it runs from the first
+    block it restores, on the corrupted run's input to that block (before it, every row is the corrupted run).
     """
     rows, several = prompt_rows(model, tokenizer, prompt, attention_mask)
     if several:
@@ -169,33 +170,88 @@ def _trace(model, tokenizer, ids, answer, corrupt, noise_positions, noise_scale,
         corrupt_hooks["hook_embed"] = add_noise
 
     names = [hook_name(i, site) for i in range(n_layers)]
-    # the clean run keeps the restored positions only, and its LM head runs where the metric reads (the last)
-    clean_logits, cache = capture(model, None, ids, names=names, positions=positions, logits_to_keep=1)
-    clean_value = float(metric(clean_logits[:, -1]))
-    with hooks(model, corrupt_hooks):
-        corrupted_value = float(metric(model(corrupt_ids, logits_to_keep=1)[:, -1]))
+    inputs = [hook_name(i, "resid_pre") for i in range(n_layers)]
+    # the sweep may start at the first block it restores: each of its rows is the corrupted run up to there
+    saved = list(dict.fromkeys(names + inputs))
+    resume = _can_resume(model) and estimate_memory(model, T, saved, batch=2) <= RESULT_LIMIT
+    if resume:
+        # the clean run (row 0) and the corrupted run (row 1) in one batch, every position kept: the clean
+        # activations to restore, and the input of every block of the corrupted run; the LM head at the last only
+        noised = {name: lambda x, fn=fn: torch.cat([x[:1], fn(x[1:])]) for name, fn in corrupt_hooks.items()}
+        with hooks(model, noised):
+            logits, both = capture(model, None, torch.cat([ids, corrupt_ids]), names=saved, logits_to_keep=1)
+        clean_value, corrupted_value = (float(v) for v in metric(logits[:, -1]))
+        cache = {name: both[name][:1, positions] for name in names}           # (1, P, d): the restored positions
+        starts = {name: both[name][1:] for name in inputs}                     # (1, T, d): each block's input
+    else:
+        # the clean run keeps the restored positions only, and its LM head runs where the metric reads (the last)
+        clean_logits, cache = capture(model, None, ids, names=names, positions=positions, logits_to_keep=1)
+        clean_value = float(metric(clean_logits[:, -1]))
+        with hooks(model, corrupt_hooks):
+            corrupted_value = float(metric(model(corrupt_ids, logits_to_keep=1)[:, -1]))
 
-    # the sweep runs one row per position; rows whose forward would not fit the working budget at once run in
-    # batches that do (a short prompt: one batch of all rows)
-    batches = chunks(len(positions), forward_row_bytes(model, T, eager=getattr(model, "attn_impl", "eager") == "eager"))
+    # the sweep runs one row per (layer, position), each restoring its own activation, in batches that fit the
+    # working budget. A batch starts at the first block it restores (the corrupted run is the same up to
+    # there). With a few positions per layer, all layers share a batch (the weights are read once, not once per
+    # layer); with several, each layer has its own, which skips the blocks before it.
+    per_layer = len(positions) >= 4 and resume
+    groups = [[row] for row in range(len(layers))] if per_layer else [list(range(len(layers)))]
+    budget = forward_row_bytes(model, T, eager=getattr(model, "attn_impl", "eager") == "eager")
+    batches = []                                  # each a list of (row, column): its row r restores cell r
+    for group in groups:
+        cells = [(row, col) for row in group for col in range(len(positions))]
+        batches += [cells[part] for part in chunks(len(cells), budget)]
     effect = torch.zeros(len(layers), len(positions))
-    for row, layer in enumerate(layers):
-        for part in batches:
-            rows = torch.arange(part.stop - part.start, device=ids.device)
-            cols = torch.tensor(positions[part], device=ids.device)
-            batch = corrupt_ids.expand(len(rows), T)  # (R, T): row r restores position positions[part][r]
+    for chosen in batches:
+        first = min(layers[row] for row, _ in chosen)
+        fns = {} if resume else dict(corrupt_hooks)
+        for l in range(first, n_layers):
+            # the batch rows that restore block l (window: a row restores blocks layer .. layer + window - 1)
+            at = [r for r, (row, _) in enumerate(chosen) if layers[row] <= l < layers[row] + window]
+            if not at:
+                continue
+            rows = torch.tensor(at, device=ids.device)
+            cols = torch.tensor([positions[chosen[r][1]] for r in at], device=ids.device)
+            kept = torch.tensor([chosen[r][1] for r in at], device=ids.device)   # where the clean run kept them
 
-            def restore(x, name):  # (R, T, d)
+            def restore(x, name=names[l], rows=rows, cols=cols, kept=kept):  # (R, T, d)
                 x = x.clone()
-                x[rows, cols] = cache[name][0, part].to(x.dtype)
+                x[rows, cols] = cache[name][0, kept].to(x.dtype)
                 return x
-            fns = dict(corrupt_hooks)
-            for l in range(layer, min(layer + window, n_layers)):
-                fns[names[l]] = lambda x, name=names[l]: restore(x, name)
-            with hooks(model, fns):
-                effect[row, part] = metric(model(batch, logits_to_keep=1)[:, -1]).float().cpu()
+            fns[names[l]] = restore
+        with hooks(model, fns):
+            if resume:   # blocks first.. on the corrupted run's input to block `first`, (R, T, d)
+                start = starts[hook_name(first, "resid_pre")]
+                logits = _blocks_from(model, first, start.expand(len(chosen), *start.shape[1:]))
+            else:
+                logits = model(corrupt_ids.expand(len(chosen), T), logits_to_keep=1)
+        values = metric(logits[:, -1]).float().cpu()
+        for r, (row, col) in enumerate(chosen):
+            effect[row, col] = values[r]
     tokens = token_strings(tokenizer, ids[0]) if tokenizer is not None else None
     return TraceResult(effect, layers, positions, clean_value, corrupted_value, site, tokens, **used)
+
+
+def _can_resume(model) -> bool:
+    """Whether the sweep may start at a block: a llmlab Transformer whose forward is the stock one."""
+    from llmlab.model import Transformer
+
+    return isinstance(model, Transformer) and type(model).forward is Transformer.forward
+
+
+def _blocks_from(model, first: int, x: torch.Tensor) -> torch.Tensor:
+    """Transformer.forward from block `first` on: x (R, T, d) is the input of that block (no padding, no
+    KV cache); -> the last position's logits (R, 1, vocab). Hooks inside the blocks fire as in a full run."""
+    from llmlab.positions import alibi_bias
+
+    T = x.shape[1]
+    positions = model.position_ids(0, T, None)
+    rope = model.rope_tables(0, T, positions, x)
+    masks = model.attention_masks(0, T, None, x.device)
+    bias = alibi_bias(model.config.n_heads, T, x.device, 0).to(x.dtype) if model.config.positions == "alibi" else None
+    for block, kind in zip(model.blocks[first:], model.config.layer_types[first:]):
+        x = block(x, rope[kind], masks[kind], bias, None, model.attn_impl)
+    return model.hook_logits(model._logits(model.hook_final_norm(model.final_norm(x[:, -1:]))))
 
 
 @dataclasses.dataclass(repr=False)
@@ -281,8 +337,9 @@ def _attribute(model, ids, target: int, position: int, minus: list) -> Attributi
         unembed = unembed - model.lm_head.weight[minus].double().mean(0)
     bias = 0.0 if getattr(norm, "bias", None) is None else float(norm.bias.double() @ unembed)
     contributions = linear(parts) @ unembed                         # (2L+1,): each part's share of the logit
-    logits = model.lm_head(model.final_norm(h.to(model.dtype))).double()
-    logit = float(logits[target] - (logits[minus].mean() if minus else 0.0))
+    # the logits read: the LM head's rows for target and minus only, not the whole head (Gemma's has 262k rows)
+    logits = (model.lm_head.weight[[target, *minus]] @ model.final_norm(h.to(model.dtype))).double()
+    logit = float(logits[0] - (logits[1:].mean() if minus else 0.0))
     return AttributionResult(labels, contributions.float().cpu(), bias, logit, float(scale), target)
 
 
