@@ -21,8 +21,8 @@ ZH = {
     "LM head: 49,152 logits\nsoftmax → ' Paris'": "语言模型头：49,152 个 logit\nsoftmax → ' Paris'",
     "token id: one integer per position": "词元 id：每个位置一个整数",
     "look up one row of the (49,152 × 576) table": "在 (49,152 × 576) 的表中查出一行",
-    "block 0: x += attn(norm(x)), the only step that reads earlier positions\n(orange); then x += FFN(norm(x)), this position alone":
-        "第 0 块：x += attn(norm(x))，唯一读取前面位置的一步\n（橙色）；然后 x += FFN(norm(x))，只处理本位置",
+    "block 0: x += attn(norm(x)), the only step that reads earlier positions\n(orange: their streams as they enter the block);\nthen x += FFN(norm(x)), this position alone":
+        "第 0 块：x += attn(norm(x))，唯一读取前面位置的一步\n（橙色：读取它们进入该块时的流）；\n然后 x += FFN(norm(x))，只处理本位置",
     "block 29, the last of 30: the same two steps, same shapes,\n(576,) in, (576,) out":
         "第 29 块（30 块中的最后一块）：同样的两步，同样的形状，\n输入 (576,)，输出 (576,)",
     "the next token is read from the LAST position only": "下一个词元只从最后一个位置读出",
@@ -46,9 +46,9 @@ def draw(language: str):
     """The figure, every text in `language`."""
     t = translator(ZH, language, OUT.stem)
     use_language(language)
-    fig, ax = plt.subplots(figsize=(10, 5.6))
+    fig, ax = plt.subplots(figsize=(10, 5.8))
     xs = [0.8 + 1.3 * i for i in range(len(TOKENS))]
-    rows = {"token": 0.0, "embed": 1.0, "b0": 2.3, "dots": 3.35, "b29": 4.3, "norm": 5.4, "head": 6.3}
+    rows = {"token": 0.0, "embed": 1.0, "b0": 2.3, "dots": 3.35, "b29": 4.5, "norm": 5.6, "head": 6.5}
     for i, (x, token) in enumerate(zip(xs, TOKENS)):
         last = i == len(TOKENS) - 1
         colour = STREAM if last else OTHER
@@ -63,11 +63,13 @@ def draw(language: str):
         arrow(ax, x, rows["b0"] + 0.32, x, rows["dots"] - 0.25)
         arrow(ax, x, rows["dots"] + 0.25, x, rows["b29"] - 0.32)
         if not last:
-            # what attention reads from earlier positions flows into the last stream, in every block
+            # attention in the last position reads this stream as it enters the block: from the dot on its
+            # arrow, along a lane of its own, up into the last position's block
             for key in ("b0", "b29"):
-                ax.annotate("", xy=(xs[-1] - 0.56, rows[key] - 0.2), xytext=(x + 0.56, rows[key] - 0.2),
-                            arrowprops=dict(arrowstyle="-|>", color=ATTN, lw=0.8, alpha=0.7,
-                                            connectionstyle=f"arc3,rad={0.12 + 0.04 * i}"))
+                y_lane, x_end = rows[key] - 0.78 + 0.1 * i, xs[-1] - 0.15 - 0.1 * i
+                ax.plot([x, x_end], [y_lane, y_lane], color=ATTN, lw=1.0)
+                ax.plot([x], [y_lane], "o", color=ATTN, markersize=4)
+                arrow(ax, x_end, y_lane, x_end, rows[key] - 0.32, colour=ATTN, lw=1.0)
     xl = xs[-1]
     box(ax, xl, rows["norm"], t("final RMSNorm\n(576,)"), STREAM, 1.7, 0.55, fontsize=7.5)
     arrow(ax, xl, rows["b29"] + 0.32, xl, rows["norm"] - 0.3)
@@ -77,7 +79,7 @@ def draw(language: str):
         (rows["token"], "token id: one integer per position"),
         (rows["embed"], "look up one row of the (49,152 × 576) table"),
         (rows["b0"], "block 0: x += attn(norm(x)), the only step that reads earlier positions\n"
-                     "(orange); then x += FFN(norm(x)), this position alone"),
+                     "(orange: their streams as they enter the block);\nthen x += FFN(norm(x)), this position alone"),
         (rows["b29"], "block 29, the last of 30: the same two steps, same shapes,\n(576,) in, (576,) out"),
         (rows["norm"], "the next token is read from the LAST position only"),
         (rows["head"], "dot product with every row of the (tied) embedding table"),
@@ -85,7 +87,7 @@ def draw(language: str):
     for y, text in notes:
         ax.text(7.5, y, t(text), fontsize=8.5, va="center", color="#333333")
     ax.set_xlim(0.0, 13.2)
-    ax.set_ylim(-0.4, 6.75)
+    ax.set_ylim(-0.4, 6.95)
     ax.axis("off")
     fig.tight_layout()
     return fig
