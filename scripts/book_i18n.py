@@ -380,7 +380,8 @@ def code_comments(source: str) -> list[str]:
             text = token.string.lstrip("#").strip()
             if text and not text.startswith("!") and text not in found:
                 found.append(text)
-    sys.path.insert(0, str(ROOT / "_ext"))
+    if str(ROOT / "_ext") not in sys.path:
+        sys.path.insert(0, str(ROOT / "_ext"))
     from llmlab_i18n import docstring_lines
 
     found += [text for *_, text in docstring_lines(source) if text not in found]

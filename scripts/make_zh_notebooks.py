@@ -55,7 +55,10 @@ def translate_markdown(source: str, table: dict[str, str]) -> str:
         words = [re.escape(w) for w in english.split()]
         if not words:
             continue
-        pattern = re.compile(rf"(?m)^({LEAD})" + r"[ \t]*\n?[ \t]*".join(words) + r"(?=[ \t]*$)")
+        # between two words: spaces, at most one line break, spaces, each run taken whole (possessive): with
+        # `[ \t]*\n?[ \t]*` a space could go to either side, and a paragraph that matches a long entry up to
+        # its last words (a copy one edit behind its catalog) took 2^words tries to fail
+        pattern = re.compile(rf"(?m)^({LEAD})" + r"[ \t]*+(?:\n[ \t]*+)?+".join(words) + r"(?=[ \t]*$)")
         source = pattern.sub(lambda m: m.group(1) + table[english], source)
     return source
 
