@@ -11,9 +11,10 @@ from __future__ import annotations
 import torch
 
 from llmlab.checks import as_ids, check_attention_mask, check_int, check_number
-from llmlab.generation import _best, _temperature, check_context_length, decode_step, eos_ids, prefill
+from llmlab.generation import (_best, check_context_length, decode_step, eos_ids, prefill, sampling_temperature,
+                               seeded_generator)
 from llmlab.kvcache import GrowingKVCache, StaticKVCache
-from llmlab.sampling import apply_repetition_penalty, check_sampling, sample_next_token
+from llmlab.sampling import apply_repetition_penalty, sample_next_token
 
 
 @torch.inference_mode()
@@ -49,17 +50,11 @@ def generate_several(model, ids, max_new_tokens: int, settings: list, attention_
         if set(s) - known:
             raise TypeError(f"generate_several takes only sampling settings ({', '.join(sorted(known))}); "
                             f"got {', '.join(sorted(set(s) - known))}.")
-        temperature = _temperature(s.get("temperature"), s.get("do_sample"))
-        check_sampling(temperature, s.get("top_k"), s.get("top_p"), s.get("min_p"))
-        penalty = s.get("repetition_penalty")
-        if penalty is not None:
-            check_number("repetition_penalty", penalty, low=0, low_open=True, hint="1.0 changes nothing.")
-        generator = None
-        if s.get("seed") is not None:
-            generator = torch.Generator(device=ids.device)
-            generator.manual_seed(check_int("seed", s["seed"]))
+        temperature = sampling_temperature(s.get("temperature"), s.get("top_k"), s.get("top_p"), s.get("min_p"),
+                                           s.get("repetition_penalty"), s.get("do_sample"))
         groups.append(dict(temperature=temperature, top_k=s.get("top_k"), top_p=s.get("top_p"),
-                           min_p=s.get("min_p"), penalty=penalty, generator=generator, steps=max_new_tokens,
+                           min_p=s.get("min_p"), penalty=s.get("repetition_penalty"),
+                           generator=seeded_generator(s.get("seed"), ids.device), steps=max_new_tokens,
                            finished=torch.zeros(B, dtype=torch.bool, device=ids.device)))
     G = len(groups)
     check_context_length(model, T, max_new_tokens)

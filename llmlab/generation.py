@@ -127,10 +127,7 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     ids = as_ids(model, None, ids)
     B, T = ids.shape
     max_new_tokens = check_int("max_new_tokens", max_new_tokens, low=0)
-    temperature = _temperature(temperature, do_sample)
-    check_sampling(temperature, top_k, top_p, min_p)
-    if repetition_penalty is not None:
-        check_number("repetition_penalty", repetition_penalty, low=0, low_open=True, hint="1.0 changes nothing.")
+    temperature = sampling_temperature(temperature, top_k, top_p, min_p, repetition_penalty, do_sample)
     if stream is not None and not callable(stream):
         raise TypeError(f"stream must be a function called with each new token; got {type(stream).__name__}.")
     check_context_length(model, T, max_new_tokens)
@@ -149,10 +146,7 @@ def generate(model, ids, max_new_tokens: int, temperature: float | None = None, 
     eos = torch.tensor(eos, device=ids.device) if eos else None
     if max_new_tokens == 0:
         return ids
-    generator = None
-    if seed is not None:
-        generator = torch.Generator(device=ids.device)
-        generator.manual_seed(check_int("seed", seed))
+    generator = seeded_generator(seed, ids.device)
     finished = torch.zeros(B, dtype=torch.bool, device=ids.device)
 
     def grow(mask):  # the new token of every row is real: one more 1 on the right
@@ -297,6 +291,25 @@ def _check_given_cache(model, cache, B: int, T: int, max_new_tokens: int) -> Non
         raise ValueError(f"this StaticKVCache holds max_len={cache.max_len} positions, but {T} tokens + "
                          f"{max_new_tokens} new ones need {needed}; make it with a larger max_len "
                          "(StaticKVCache.for_model(model)) or ask for fewer new tokens.")
+
+
+def sampling_temperature(temperature, top_k, top_p, min_p, repetition_penalty, do_sample) -> float:
+    """generate's sampling arguments checked together; the temperature it samples at (0 = greedy)."""
+    temperature = _temperature(temperature, do_sample)
+    check_sampling(temperature, top_k, top_p, min_p)
+    if repetition_penalty is not None:
+        check_number("repetition_penalty", repetition_penalty, low=0, low_open=True, hint="1.0 changes nothing.")
+    return temperature
+
+
+def seeded_generator(seed, device) -> torch.Generator | None:
+    """The generator of one generate call: its own, seeded, so the same seed draws the same tokens; None
+    (torch's global one) without a seed."""
+    if seed is None:
+        return None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(check_int("seed", seed))
+    return generator
 
 
 def _temperature(temperature, do_sample) -> float:
